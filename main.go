@@ -1,0 +1,103 @@
+// Command corral is a terminal supervisor for a local fleet of coding agents.
+//
+// main.go is the composition root: it dispatches subcommands, wires packages together
+// and is the entry point of the sandbox init when the binary re-executes itself.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"corral/sandbox"
+)
+
+// Exit codes shared by every subcommand (see README "Contracts").
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitBadInput = 2
+)
+
+// usageError marks bad input: it exits with exitBadInput.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func badInput(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...)}
+}
+
+// command is one subcommand: its name, a one-line summary and its entry point.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"doctor", "report what this host can isolate (--json for machines)", runDoctor},
+		{"sandbox", "run one command in a sandbox by hand: sandbox run --repo DIR -- CMD…", runSandbox},
+		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox", runBench},
+	}
+}
+
+func main() {
+	// The sandbox init is this same binary, re-executed as PID 1 of a new namespace set;
+	// it must take over before anything else runs.
+	if sandbox.IsInit() {
+		sandbox.InitMain()
+		return
+	}
+	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Main runs one corral invocation and returns its exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		if err == nil {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "corral %s: %v\n", c.name, err)
+		var ue usageError
+		var ee exitError
+		switch {
+		case errors.As(err, &ue):
+			return exitBadInput
+		case errors.As(err, &ee):
+			return ee.code
+		}
+		return exitFailure
+	}
+	fmt.Fprintf(stderr, "corral: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitBadInput
+}
+
+// exitError carries a specific exit code (an agent's, say) out of a subcommand.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "corral — a terminal supervisor for a local fleet of coding agents")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: corral COMMAND [ARGS]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
