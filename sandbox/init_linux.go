@@ -417,7 +417,9 @@ type MountError struct {
 func (e *MountError) Error() string { return fmt.Sprintf("init: %s at %s: %v", e.Op, e.Target, e.Err) }
 func (e *MountError) Unwrap() error { return e.Err }
 
-func mountErr(op, target string, err error) error { return &MountError{Op: op, Target: target, Err: err} }
+func mountErr(op, target string, err error) error {
+	return &MountError{Op: op, Target: target, Err: err}
+}
 
 func mount(src, dst, fstype string, flags uintptr, data string) error {
 	if err := unix.Mount(src, dst, fstype, flags, data); err != nil {
