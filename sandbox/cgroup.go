@@ -269,6 +269,17 @@ func cgBind(lay cgLayout, name string) (*Cgroup, error) {
 // first delegate the controllers we use through cgroup.subtree_control, and a group
 // that delegates may hold no processes — which is why nothing ever runs in "corral".
 func (c *Cgroup) create(lay cgLayout) error {
+	var err error
+	for try := 0; try < 5; try++ {
+		// ENOENT: a Delete removed an ancestor we had just made or found.
+		if err = c.createOnce(lay); !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+func (c *Cgroup) createOnce(lay cgLayout) error {
 	var v2ctl []string
 	for _, x := range []struct {
 		ctl  cgCtl
@@ -407,6 +418,17 @@ func (c *Cgroup) Delete() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c.errorf("delete", err)
+	}
+	// Take the now-empty ancestors (corral/<fleet>, corral) along, so a finished run
+	// leaves nothing; one still holding another group answers EBUSY/ENOTEMPTY and stays.
+	// create retries when it loses that race.
+	for _, d := range c.dirs {
+		for i := strings.Count(c.name, "/"); i > 0; i-- {
+			d = filepath.Dir(d)
+			if unix.Rmdir(d) != nil {
+				break
+			}
+		}
 	}
 	return nil
 }
