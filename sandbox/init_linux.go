@@ -26,23 +26,31 @@ const (
 	initStatusFD = 4 // one line back: "ok PID" once the agent is exec'd, or "err MESSAGE"
 )
 
-// initConfig is everything the init needs to build the sandbox; the supervisor sends it
-// over a pipe after it has put the init into its cgroup, so nothing runs outside budget.
+// initPrelude is the session-independent half of the sandbox, sent as soon as the init
+// starts: the new root (a tmpfs on Root, which every init may share because each mounts
+// it in its own mount namespace), /proc, /sys, /dev, /tmp, the read-only toolchains,
+// and lo. A spare init from a pool has done all this before any session asks for it.
+type initPrelude struct {
+	Root    string // host dir the new root tmpfs is mounted on
+	Binds   []Bind // toolchains, bound read-only at their own path
+	PrivNet bool   // bring lo up in the fresh network namespace
+}
+
+// initConfig is the session's half, sent after the supervisor has put the init into
+// the session's cgroup, so no agent code runs outside its budget.
 type initConfig struct {
 	Hostname  string
-	Root      string   // host dir the new root tmpfs is mounted on
 	Workspace string   // where the overlay appears inside: the repository's own path
 	Lowers    []string // overlay lower dirs, top first
 	Upper     string
 	Work      string
 	Objects   string // host git object dir, bound read-only at /.corral/objects
-	Binds     []Bind // host paths bound at their own path (toolchains read-only, extras as asked)
+	Binds     []Bind // host paths bound at their own path: toolchains under HOME, extras as asked
 	Home      string // private, writable HOME (tmpfs)
 	UID, GID  int
 	Groups    []int
 	Env       []string
 	Argv      []string
-	PrivNet   bool // bring lo up in the fresh network namespace
 }
 
 // Bind is a host path made visible inside a sandbox at the same path.
@@ -66,24 +74,31 @@ func InitMain() {
 	unix.CloseOnExec(initConfigFD)
 	unix.CloseOnExec(initStatusFD)
 
-	var cfg initConfig
-	cfgFile := os.NewFile(initConfigFD, "config")
-	if err := json.NewDecoder(bufio.NewReader(cfgFile)).Decode(&cfg); err != nil {
-		fail(fmt.Errorf("init: read config: %w", err))
-	}
-	cfgFile.Close()
-
 	// Catch signals before the agent exists so none is lost between exec and the loop.
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs)
 
-	if err := buildRoot(&cfg); err != nil {
+	cfgFile := os.NewFile(initConfigFD, "config")
+	dec := json.NewDecoder(bufio.NewReader(cfgFile))
+	var pre initPrelude
+	if err := dec.Decode(&pre); err != nil {
+		fail(fmt.Errorf("init: read prelude: %w", err))
+	}
+	if err := buildBaseRoot(&pre); err != nil {
 		fail(err)
 	}
-	if cfg.PrivNet {
+	if pre.PrivNet {
 		if err := LoopbackUp(); err != nil {
 			fail(fmt.Errorf("init: loopback: %w", err))
 		}
+	}
+	var cfg initConfig
+	if err := dec.Decode(&cfg); err != nil {
+		fail(fmt.Errorf("init: read config: %w", err))
+	}
+	cfgFile.Close()
+	if err := finishRoot(pre.Root, &cfg); err != nil {
+		fail(err)
 	}
 	agent, err := startAgent(&cfg)
 	if err != nil {
@@ -172,42 +187,19 @@ func superviseAgent(agent int, sigs chan os.Signal) int {
 	return 125
 }
 
-// buildRoot makes the sandbox's filesystem: a private mount tree, a tmpfs root holding
-// read-only toolchains, the overlay workspace at the repository's own path, fresh /proc
-// and /dev, private /tmp and HOME; then pivots into it. Nothing of the host is writable
-// afterwards except binds the session asked for by name.
-func buildRoot(cfg *initConfig) error {
+// buildBaseRoot is the session-independent part of the sandbox's filesystem: a
+// private mount tree, a tmpfs root holding read-only toolchains, fresh /proc, /sys and
+// /dev, and a private /tmp.
+func buildBaseRoot(pre *initPrelude) error {
 	// Mount events must not propagate back to the host (or from it).
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return mountErr("make / private", "/", err)
 	}
-	root := cfg.Root
+	root := pre.Root
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=16m"); err != nil {
 		return mountErr("root tmpfs", root, err)
 	}
-	in := func(p string) string { return filepath.Join(root, p) }
-
-	// Top-level symlinks such as /bin -> usr/bin are recreated, not bound.
-	var binds []Bind
-	for _, b := range cfg.Binds {
-		if fi, err := os.Lstat(b.Path); err == nil && fi.Mode()&os.ModeSymlink != 0 && filepath.Dir(b.Path) == "/" {
-			target, err := os.Readlink(b.Path)
-			if err != nil {
-				return fmt.Errorf("init: readlink %s: %w", b.Path, err)
-			}
-			if err := os.Symlink(target, in(b.Path)); err != nil {
-				return fmt.Errorf("init: symlink %s: %w", b.Path, err)
-			}
-			continue
-		}
-		binds = append(binds, b)
-	}
-
-	type op struct {
-		dst string
-		do  func(dst string) error
-	}
-	ops := []op{
+	ops := []mountOp{
 		{"/tmp", func(d string) error { return mountTmpfs(d, "mode=1777") }},
 		{"/proc", func(d string) error {
 			return mount("proc", d, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
@@ -216,41 +208,36 @@ func buildRoot(cfg *initConfig) error {
 			return mount("sysfs", d, "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 		}},
 		{"/dev", func(d string) error { return buildDev(d) }},
-		{"/.corral/objects", func(d string) error { return bindMount(cfg.Objects, d, false) }},
+	}
+	binds, err := linkTopLevel(root, pre.Binds)
+	if err != nil {
+		return err
+	}
+	return runMounts(root, append(ops, bindOps(binds)...))
+}
+
+// finishRoot adds the session's part — the overlay workspace at the repository's own
+// path, the git objects, a private HOME, the asked-for binds — and pivots into the
+// root. Nothing of the host is writable afterwards except binds asked for by name.
+func finishRoot(root string, cfg *initConfig) error {
+	ops := []mountOp{
+		{SnapshotObjectsDir, func(d string) error { return bindMount(cfg.Objects, d, false) }},
 		{cfg.Workspace, func(d string) error { return mountOverlay(cfg, d) }},
 	}
 	if cfg.Home != "" {
-		home, uid, gid := cfg.Home, cfg.UID, cfg.GID
-		ops = append(ops, op{home, func(d string) error {
+		uid, gid := cfg.UID, cfg.GID
+		ops = append(ops, mountOp{cfg.Home, func(d string) error {
 			return mountTmpfs(d, fmt.Sprintf("mode=700,uid=%d,gid=%d", uid, gid))
 		}})
 	}
-	for _, b := range binds {
-		b := b
-		ops = append(ops, op{b.Path, func(d string) error { return bindMount(b.Path, d, b.Writable) }})
+	if err := runMounts(root, append(ops, bindOps(cfg.Binds)...)); err != nil {
+		return err
 	}
-	// Parents before children: /tmp before a workspace inside /tmp, HOME before a
-	// toolchain bound inside HOME.
-	sort.SliceStable(ops, func(i, j int) bool { return depth(ops[i].dst) < depth(ops[j].dst) })
-	for _, o := range ops {
-		if o.dst == "" {
-			continue
-		}
-		dst := in(o.dst)
-		if err := makeMountpoint(o.dst, dst); err != nil {
-			return err
-		}
-		if err := o.do(dst); err != nil {
-			return err
-		}
-	}
-
 	// git inside refuses a repository owned by another user unless told it is safe.
 	gitconfig := "[safe]\n\tdirectory = *\n[include]\n\tpath = /etc/gitconfig\n"
-	if err := os.WriteFile(in("/.corral/gitconfig"), []byte(gitconfig), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "/.corral/gitconfig"), []byte(gitconfig), 0o644); err != nil {
 		return fmt.Errorf("init: write gitconfig: %w", err)
 	}
-
 	if err := pivotRoot(root); err != nil {
 		return err
 	}
@@ -264,6 +251,60 @@ func buildRoot(cfg *initConfig) error {
 		}
 	}
 	return nil
+}
+
+// mountOp is one mount into the new root, at dst as seen from inside.
+type mountOp struct {
+	dst string
+	do  func(target string) error
+}
+
+func bindOps(binds []Bind) []mountOp {
+	ops := make([]mountOp, 0, len(binds))
+	for _, b := range binds {
+		b := b
+		ops = append(ops, mountOp{b.Path, func(d string) error { return bindMount(b.Path, d, b.Writable) }})
+	}
+	return ops
+}
+
+// runMounts performs ops parents first: /tmp before a workspace inside /tmp, HOME
+// before a toolchain bound inside HOME.
+func runMounts(root string, ops []mountOp) error {
+	sort.SliceStable(ops, func(i, j int) bool { return depth(ops[i].dst) < depth(ops[j].dst) })
+	for _, o := range ops {
+		if o.dst == "" {
+			continue
+		}
+		dst := filepath.Join(root, o.dst)
+		if err := makeMountpoint(o.dst, dst); err != nil {
+			return err
+		}
+		if err := o.do(dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linkTopLevel recreates top-level symlinks such as /bin -> usr/bin in the new root
+// instead of binding them, and returns the binds left to mount.
+func linkTopLevel(root string, binds []Bind) ([]Bind, error) {
+	var rest []Bind
+	for _, b := range binds {
+		if fi, err := os.Lstat(b.Path); err == nil && fi.Mode()&os.ModeSymlink != 0 && filepath.Dir(b.Path) == "/" {
+			target, err := os.Readlink(b.Path)
+			if err != nil {
+				return nil, fmt.Errorf("init: readlink %s: %w", b.Path, err)
+			}
+			if err := os.Symlink(target, filepath.Join(root, b.Path)); err != nil {
+				return nil, fmt.Errorf("init: symlink %s: %w", b.Path, err)
+			}
+			continue
+		}
+		rest = append(rest, b)
+	}
+	return rest, nil
 }
 
 // mountOverlay mounts the session's workspace. The option string must fit a page, so
@@ -313,19 +354,27 @@ func commonDir(paths []string) string {
 	return common
 }
 
-// buildDev makes a minimal /dev: the harmless host devices, a private devpts instance
-// (so the agent can open new ptys without seeing the host's), and /dev/shm.
+// devNodes are the harmless character devices every sandbox gets.
+var devNodes = []struct {
+	name         string
+	major, minor uint32
+}{{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}}
+
+// buildDev makes a minimal /dev: the harmless device nodes, a private devpts instance
+// (so the agent can open new ptys without seeing the host's), and /dev/shm. Nodes are
+// made with mknod rather than bound from the host: one syscall each instead of a mount.
 func buildDev(dst string) error {
-	if err := mountTmpfs(dst, "mode=755,size=64k"); err != nil {
+	if err := mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=64k"); err != nil {
 		return err
 	}
-	for _, dev := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
-		p := filepath.Join(dst, dev)
-		if err := os.WriteFile(p, nil, 0o666); err != nil {
-			return fmt.Errorf("init: /dev/%s: %w", dev, err)
+	for _, d := range devNodes {
+		p := filepath.Join(dst, d.name)
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
+			return fmt.Errorf("init: /dev/%s: %w", d.name, err)
 		}
-		if err := bindMount("/dev/"+dev, p, true); err != nil {
-			return err
+		// mknod honours the umask; these must be usable by the agent's user.
+		if err := unix.Chmod(p, 0o666); err != nil {
+			return fmt.Errorf("init: /dev/%s: %w", d.name, err)
 		}
 	}
 	pts := filepath.Join(dst, "pts")

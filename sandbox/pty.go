@@ -74,12 +74,14 @@ func (r *Ring) Changed() <-chan struct{} {
 // Recorder writes a terminal stream as an asciicast v2 file, which `asciinema play`
 // plays: a JSON header line, then one [seconds, "o", text] line per chunk.
 type Recorder struct {
-	mu    sync.Mutex
-	f     *os.File
-	w     *bufio.Writer
-	start time.Time
-	carry []byte // an incomplete UTF-8 sequence held back from the previous chunk
-	err   error
+	mu     sync.Mutex
+	path   string
+	header []byte
+	f      *os.File
+	w      *bufio.Writer
+	start  time.Time
+	carry  []byte // an incomplete UTF-8 sequence held back from the previous chunk
+	err    error
 }
 
 // asciicastHeader is the first line of an asciicast v2 file.
@@ -92,17 +94,28 @@ type asciicastHeader struct {
 	Env       map[string]string `json:"env,omitempty"`
 }
 
-// NewRecorder creates path and writes the header.
-func NewRecorder(path string, width, height int, title string) (*Recorder, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("recording %s: %w", path, err)
-	}
-	r := &Recorder{f: f, w: bufio.NewWriterSize(f, 64<<10), start: time.Now()}
-	hdr, _ := json.Marshal(asciicastHeader{Version: 2, Width: width, Height: height,
+// NewRecorder records to path. The file is created at the first event, off the path
+// that starts a session (creating a file on a busy disk costs a millisecond).
+func NewRecorder(path string, width, height int, title string) *Recorder {
+	r := &Recorder{path: path, start: time.Now()}
+	r.header, _ = json.Marshal(asciicastHeader{Version: 2, Width: width, Height: height,
 		Timestamp: r.start.Unix(), Title: title, Env: map[string]string{"TERM": "xterm-256color", "SHELL": "/bin/sh"}})
-	r.w.Write(append(hdr, '\n'))
-	return r, nil
+	return r
+}
+
+// open creates the file and writes the header; the caller holds r.mu.
+func (r *Recorder) open() bool {
+	if r.w != nil || r.err != nil {
+		return r.err == nil
+	}
+	f, err := os.OpenFile(r.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		r.err = fmt.Errorf("recording %s: %w", r.path, err)
+		return false
+	}
+	r.f, r.w = f, bufio.NewWriterSize(f, 64<<10)
+	r.w.Write(append(r.header, '\n'))
+	return true
 }
 
 // Write records one output chunk. JSON strings must be valid UTF-8, and a pty read
@@ -136,7 +149,7 @@ func (r *Recorder) Resize(cols, rows int) {
 }
 
 func (r *Recorder) event(kind, data string) {
-	if r.err != nil {
+	if !r.open() {
 		return
 	}
 	line, _ := json.Marshal([]any{time.Since(r.start).Seconds(), kind, data})
@@ -149,6 +162,9 @@ func (r *Recorder) event(kind, data string) {
 func (r *Recorder) Flush() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.open() {
+		return r.err
+	}
 	if err := r.w.Flush(); err != nil && r.err == nil {
 		r.err = err
 	}
@@ -164,8 +180,10 @@ func (r *Recorder) Close() error {
 	}
 	r.mu.Unlock()
 	err := r.Flush()
-	if cerr := r.f.Close(); err == nil {
-		err = cerr
+	if r.f != nil {
+		if cerr := r.f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

@@ -64,7 +64,8 @@ type SessionConfig struct {
 	User     *User    // nil: the invoking user (SUDO_UID under sudo), else the current one
 	Cols     int
 	Rows     int
-	RingSize int // bytes of output kept for live panes
+	RingSize int       // bytes of output kept for live panes
+	Pool     *InitPool // spare inits to start from; nil starts one cold
 }
 
 // ExitStatus is how an agent ended.
@@ -123,6 +124,11 @@ func FleetKey(repo Repo) string {
 
 // StartSession builds the sandbox and execs the agent; it returns once the agent runs.
 // On any error everything it made is undone.
+//
+// The init is started first: while its Go runtime boots (a few ms) the supervisor
+// makes the session's directories, metadata and cgroup, puts the init in the cgroup
+// and exposes ports. The init does nothing until it reads its configuration, which is
+// sent only then — so no agent code ever runs outside its budget.
 func StartSession(cfg SessionConfig) (_ *Session, err error) {
 	if err := validateSession(&cfg); err != nil {
 		return nil, err
@@ -147,13 +153,26 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 	}
 	undo = append(undo, func() { os.RemoveAll(s.dir) })
-
 	s.upper = filepath.Join(s.dir, "u")
-	for _, d := range []string{"u", "k", "r"} {
+	for _, d := range []string{"u", "k"} {
 		if err := os.Mkdir(filepath.Join(s.dir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 		}
 	}
+
+	boot := cfg.Pool.take(cfg.Network)
+	if boot == nil {
+		if boot, err = spawnInit(cfg.Repo, cfg.Network); err != nil {
+			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+		}
+	}
+	defer boot.closePipes()
+	s.cmd, s.master = boot.cmd, boot.master
+	undo = append(undo, func() { s.kill(); s.cmd.Wait(); s.cleanupProcess() })
+	if err := pty.Setsize(s.master, &pty.Winsize{Cols: uint16(cfg.Cols), Rows: uint16(cfg.Rows)}); err != nil {
+		return nil, fmt.Errorf("session %s: pty size: %w", cfg.ID, err)
+	}
+
 	// The workspace root's owner and mode come from the upper dir's root.
 	if fi, err := os.Stat(cfg.Repo.WorkTree); err == nil {
 		st := fi.Sys().(*syscall.Stat_t)
@@ -173,61 +192,92 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 	if err := writeJSON(filepath.Join(s.dir, "meta.json"), s.meta); err != nil {
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 	}
-
 	if s.cg, err = NewCgroup(s.meta.Cgroup, cfg.Limits); err != nil {
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 	}
 	undo = append(undo, func() { s.cg.Kill(); s.cg.Delete() })
-
-	env, ends, err := s.agentEnv()
+	if err := s.cg.Add(s.Pid()); err != nil {
+		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+	}
+	env, err := s.exposePorts()
 	if err != nil {
 		return nil, err
 	}
-	s.ends = ends
-	if err := s.launch(env); err != nil {
+	if err := s.configureInit(boot, env); err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { s.kill(); s.cleanupProcess() })
-
 	s.ring = NewRing(cfg.RingSize)
-	if s.rec, err = NewRecorder(filepath.Join(s.dir, "rec.cast"), cfg.Cols, cfg.Rows, cfg.ID); err != nil {
-		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
-	}
+	s.rec = NewRecorder(filepath.Join(s.dir, "rec.cast"), cfg.Cols, cfg.Rows, cfg.ID)
 	go s.readOutput()
 	go s.wait()
 	return s, nil
 }
 
-// launch starts the init in new namespaces on a fresh pty, puts it in the session's
-// cgroup and exposes ports before handing it the configuration, then waits for the
-// agent to be exec'd.
-func (s *Session) launch(env []string) error {
-	cfg := s.cfg
+// bootedInit is an init that runs, has built the session-independent half of its
+// sandbox, and waits for its session's configuration.
+type bootedInit struct {
+	cmd    *exec.Cmd
+	master *os.File // the pty the init (and later the agent) has as its terminal
+	config *os.File // write end of the init's configuration pipe
+	status *os.File // read end of the init's status pipe
+}
+
+// closePipes releases the supervisor's ends of the init's pipes.
+func (b *bootedInit) closePipes() {
+	b.config.Close()
+	b.status.Close()
+}
+
+// discard kills an unused init and releases everything it held.
+func (b *bootedInit) discard() {
+	b.cmd.Process.Kill()
+	b.cmd.Wait()
+	b.closePipes()
+	b.master.Close()
+}
+
+// alive reports whether the init has not exited, without reaping it.
+func (b *bootedInit) alive() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, b.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo == 0
+}
+
+// spawnInit starts an init in new namespaces on a fresh pty and sends it the
+// session-independent prelude; it then waits, unconfigured, for configureInit.
+func spawnInit(repo Repo, network Network) (_ *bootedInit, err error) {
+	root := filepath.Join(repo.StateDir, "r")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox root mountpoint: %w", err)
+	}
 	master, slave, err := pty.Open()
 	if err != nil {
-		return fmt.Errorf("session %s: open pty: %w", cfg.ID, err)
+		return nil, fmt.Errorf("open pty: %w", err)
 	}
 	defer slave.Close()
-	s.master = master
-	if err := pty.Setsize(master, &pty.Winsize{Cols: uint16(cfg.Cols), Rows: uint16(cfg.Rows)}); err != nil {
-		return fmt.Errorf("session %s: pty size: %w", cfg.ID, err)
-	}
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("session %s: %w", cfg.ID, err)
+		master.Close()
+		return nil, err
 	}
 	defer cfgR.Close()
-	defer cfgW.Close()
 	statR, statW, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("session %s: %w", cfg.ID, err)
+		master.Close()
+		cfgW.Close()
+		return nil, err
 	}
-	defer statR.Close()
 	defer statW.Close()
-
+	b := &bootedInit{master: master, config: cfgW, status: statR}
+	defer func() {
+		if err != nil {
+			b.closePipes()
+			master.Close()
+		}
+	}()
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("session %s: find own binary: %w", cfg.ID, err)
+		return nil, fmt.Errorf("find own binary: %w", err)
 	}
 	cmd := exec.Command(self)
 	cmd.Args = []string{initArg0}
@@ -235,43 +285,63 @@ func (s *Session) launch(env []string) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.ExtraFiles = []*os.File{cfgR, statW}
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
-	if cfg.Network == NetPrivate {
+	if network == NetPrivate {
 		flags |= unix.CLONE_NEWNET
 	}
 	// Setsid keeps the supervisor's terminal signals (^C) away from the init;
 	// Pdeathsig takes the sandbox down if the supervisor dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("session %s: start sandbox init: %w", cfg.ID, err)
+		return nil, fmt.Errorf("start sandbox init: %w", err)
 	}
-	s.cmd = cmd
-	cfgR.Close()
-	statW.Close()
-	if err := s.cg.Add(cmd.Process.Pid); err != nil {
-		return fmt.Errorf("session %s: %w", cfg.ID, err)
+	b.cmd = cmd
+	base, _ := toolchainBinds(repo)
+	pre := initPrelude{Root: root, Binds: base, PrivNet: network == NetPrivate}
+	if err := json.NewEncoder(cfgW).Encode(pre); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("send prelude to init: %w", err)
 	}
-	if cfg.Network == NetPrivate && len(cfg.Ports) > 0 {
-		if s.fwd, err = NewPortForwarder(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)); err != nil {
-			return fmt.Errorf("session %s: %w", cfg.ID, err)
+	return b, nil
+}
+
+// exposePorts makes the session's declared ports reachable from the host and returns
+// the agent's environment (which, in host networking, names the ports it got).
+func (s *Session) exposePorts() ([]string, error) {
+	cfg := s.cfg
+	env, ends, err := s.agentEnv()
+	if err != nil {
+		return nil, err
+	}
+	s.ends = ends
+	if cfg.Network != NetPrivate || len(cfg.Ports) == 0 {
+		return env, nil
+	}
+	if s.fwd, err = NewPortForwarder(fmt.Sprintf("/proc/%d/ns/net", s.Pid())); err != nil {
+		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+	}
+	for _, p := range cfg.Ports {
+		ep, err := s.fwd.Expose(p.Inside, p.Host)
+		if err != nil {
+			return nil, fmt.Errorf("session %s: port %d: %w", cfg.ID, p.Inside, err)
 		}
-		s.ends = nil
-		for _, p := range cfg.Ports {
-			ep, err := s.fwd.Expose(p.Inside, p.Host)
-			if err != nil {
-				return fmt.Errorf("session %s: port %d: %w", cfg.ID, p.Inside, err)
-			}
-			s.ends = append(s.ends, ep)
-		}
+		s.ends = append(s.ends, ep)
 	}
+	return env, nil
+}
+
+// configureInit hands the init its configuration and waits until the agent is exec'd.
+func (s *Session) configureInit(boot *bootedInit, env []string) error {
+	cfg := s.cfg
 	ic, err := s.initConfig(env)
 	if err != nil {
 		return err
 	}
-	if err := json.NewEncoder(cfgW).Encode(ic); err != nil {
+	if err := json.NewEncoder(boot.config).Encode(ic); err != nil {
 		return fmt.Errorf("session %s: send config to init: %w", cfg.ID, err)
 	}
-	cfgW.Close()
-	line, err := bufio.NewReader(statR).ReadString('\n')
+	boot.config.Close()
+	line, err := bufio.NewReader(boot.status).ReadString('\n')
 	line = strings.TrimSpace(line)
 	switch {
 	case strings.HasPrefix(line, "ok "):
@@ -286,14 +356,11 @@ func (s *Session) launch(env []string) error {
 func (s *Session) initConfig(env []string) (initConfig, error) {
 	cfg := s.cfg
 	u := cfg.User
-	binds, err := sandboxBinds(cfg)
-	if err != nil {
-		return initConfig{}, err
-	}
+	_, binds := toolchainBinds(cfg.Repo)
+	binds = append(binds, cfg.Binds...)
 	argv := cfg.Command
 	return initConfig{
 		Hostname:  "corral-" + cfg.ID,
-		Root:      filepath.Join(s.dir, "r"),
 		Workspace: cfg.Repo.WorkTree,
 		Lowers:    s.lowers,
 		Upper:     s.upper,
@@ -304,7 +371,6 @@ func (s *Session) initConfig(env []string) (initConfig, error) {
 		UID:       u.UID, GID: u.GID, Groups: u.Groups,
 		Env:     env,
 		Argv:    argv,
-		PrivNet: cfg.Network == NetPrivate,
 	}, nil
 }
 
@@ -565,7 +631,7 @@ func (s *Session) Destroy(keepLayer bool) error {
 	}
 	var err error
 	if keepLayer {
-		err = errors.Join(os.RemoveAll(filepath.Join(s.dir, "k")), os.RemoveAll(filepath.Join(s.dir, "r")))
+		err = os.RemoveAll(filepath.Join(s.dir, "k"))
 	} else {
 		err = os.RemoveAll(s.dir)
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,13 +127,13 @@ func LookupUser(uid int) (*User, error) {
 	return out, nil
 }
 
-// sandboxBinds lists the host paths bound into the sandbox: toolchains read-only,
-// directories on PATH that live elsewhere (a toolchain in $HOME), and the session's
-// own extras.
-func sandboxBinds(cfg SessionConfig) ([]Bind, error) {
-	var binds []Bind
+// toolchainBinds lists the host paths every sandbox of repo sees read-only: the
+// system's programs, libraries and configuration (base), and directories on PATH that
+// live under HOME (a toolchain such as pyenv, cargo or go), which must be mounted after
+// the sandbox's private HOME (home).
+func toolchainBinds(repo Repo) (base, home []Bind) {
 	covered := func(p string) bool {
-		for _, b := range binds {
+		for _, b := range append(base, home...) {
 			if within(p, b.Path) {
 				return true
 			}
@@ -143,29 +142,30 @@ func sandboxBinds(cfg SessionConfig) ([]Bind, error) {
 	}
 	for _, d := range toolchainDirs {
 		if _, err := os.Lstat(d); err == nil {
-			binds = append(binds, Bind{Path: d})
+			base = append(base, Bind{Path: d})
 		}
 	}
-	home := os.Getenv("HOME")
+	hostHome := os.Getenv("HOME")
 	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if !filepath.IsAbs(d) || covered(d) || within(d, cfg.Repo.WorkTree) || within(d, cfg.Repo.GitDir) {
+		if !filepath.IsAbs(d) || covered(d) || within(d, repo.WorkTree) || within(d, repo.GitDir) {
 			continue
 		}
 		if _, err := os.Stat(d); err != nil {
 			continue
 		}
-		// A toolchain under HOME (pyenv, cargo, go) needs more than its bin dir.
-		if home != "" && home != "/" && within(d, home) && d != home {
-			rel, _ := filepath.Rel(home, d)
-			d = filepath.Join(home, strings.SplitN(rel, "/", 2)[0])
+		if hostHome == "" || hostHome == "/" || !within(d, hostHome) || d == hostHome {
+			base = append(base, Bind{Path: d})
+			continue
 		}
-		if !covered(d) {
-			binds = append(binds, Bind{Path: d})
+		// A toolchain under HOME needs more than its bin dir (pyenv's shims call into
+		// its versions): bind the top directory under HOME.
+		rel, _ := filepath.Rel(hostHome, d)
+		top := filepath.Join(hostHome, strings.SplitN(rel, "/", 2)[0])
+		if !covered(top) {
+			home = append(home, Bind{Path: top})
 		}
 	}
-	binds = append(binds, cfg.Binds...)
-	sort.SliceStable(binds, func(i, j int) bool { return depth(binds[i].Path) < depth(binds[j].Path) })
-	return binds, nil
+	return base, home
 }
 
 // buildEnvLayer makes the read-only env layer: the named work-tree paths (gitignored

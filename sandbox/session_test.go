@@ -607,3 +607,56 @@ func treeDigest(t *testing.T, dirs ...string) string {
 	}
 	return b.String()
 }
+
+func TestSessionFromWarmPool(t *testing.T) {
+	repo, snap := sessionFixture(t)
+	pool := NewInitPool(repo, 2)
+	var spares []int
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		pool.mu.Lock()
+		n := len(pool.spares)
+		if n == 2 {
+			for _, b := range pool.spares {
+				spares = append(spares, b.cmd.Process.Pid)
+			}
+		}
+		pool.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(spares) != 2 {
+		t.Fatalf("pool never filled")
+	}
+	for i := 0; i < 3; i++ {
+		s := testSession(t, repo, snap, `cat README.md; hostname; echo port-ok`, func(c *SessionConfig) { c.Pool = pool })
+		_, out := waitExit(t, s)
+		if !strings.Contains(out, "hello") || !strings.Contains(out, "corral-"+s.ID()) {
+			t.Errorf("session %d from the pool:\n%s", i, out)
+		}
+		if i == 0 && s.Pid() != spares[0] {
+			t.Errorf("first session did not take the first spare: pid %d, spares %v", s.Pid(), spares)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let the pool refill, so Close has spares to end
+	pool.mu.Lock()
+	var live []int
+	for _, b := range pool.spares {
+		live = append(live, b.cmd.Process.Pid)
+	}
+	pool.mu.Unlock()
+	pool.Close()
+	pool.mu.Lock()
+	left := len(pool.spares)
+	pool.mu.Unlock()
+	if left != 0 || len(live) == 0 {
+		t.Errorf("%d spares left after Close, %d before", left, len(live))
+	}
+	for _, pid := range live {
+		if unix.Kill(pid, 0) == nil {
+			t.Errorf("spare %d alive after Close", pid)
+		}
+	}
+}
