@@ -369,8 +369,8 @@ func (s *Session) initConfig(env []string) (initConfig, error) {
 		Binds:     binds,
 		Home:      u.Home,
 		UID:       u.UID, GID: u.GID, Groups: u.Groups,
-		Env:     env,
-		Argv:    argv,
+		Env:  env,
+		Argv: argv,
 	}, nil
 }
 
