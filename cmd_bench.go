@@ -122,7 +122,7 @@ func (b *sandboxBench) run(repoDir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b.out, "cold start (no spare init): p50 %s, p95 %s over %d starts\n", ms(pct(cold.sLat, 50)), ms(pct(cold.sLat, 95)), len(cold.sLat))
+	fmt.Fprintf(b.out, "cold start (no spare init): p50 %s, p95 %s over %d starts; %s\n", ms(pct(cold.sLat, 50)), ms(pct(cold.sLat, 95)), len(cold.sLat), breakdown(cold.timings))
 	fmt.Fprintf(b.out, "sessions below start from a pool of %d spare init(s), as the supervisor runs them\n\n", b.poolSize)
 	if err := b.capture(snap); err != nil {
 		return err
@@ -148,6 +148,7 @@ func (b *sandboxBench) run(repoDir string) error {
 // countResult is what one "N up at once" measurement found.
 type countResult struct {
 	n            int
+	timings      []sandbox.StartTimings
 	sLat, wLat   []time.Duration
 	sDisk, wDisk int64
 }
@@ -168,16 +169,28 @@ func (b *sandboxBench) measureSessions(snap *sandbox.Snapshot) ([]*countResult, 
 	return res, nil
 }
 
+// settle lets the host finish tearing the last round down (the kernel frees network
+// namespaces and cgroups asynchronously) and the pool refill, so each round starts
+// from a quiet host the way a user's next launch would.
+func (b *sandboxBench) settle() {
+	deadline := time.Now().Add(3 * time.Second)
+	for b.pool != nil && b.pool.Spares() < b.poolSize && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+}
+
 // bringUpSessionsRounds repeats bringing up n sessions until there are enough samples.
 func (b *sandboxBench) bringUpSessionsRounds(snap *sandbox.Snapshot, n int) (*countResult, error) {
 	r := &countResult{n: n}
 	rounds := (minSessionSamples + n - 1) / n
 	for i := 0; i < rounds; i++ {
-		lat, disk, err := b.bringUpSessions(snap, n)
+		lat, tim, disk, err := b.bringUpSessions(snap, n)
 		if err != nil {
 			return nil, err
 		}
-		r.sLat, r.sDisk = append(r.sLat, lat...), r.sDisk+disk
+		r.sLat, r.sDisk, r.timings = append(r.sLat, lat...), r.sDisk+disk, append(r.timings, tim...)
+		b.settle()
 	}
 	r.sDisk /= int64(rounds)
 	return r, nil
@@ -231,12 +244,32 @@ func (b *sandboxBench) printCounts(res []*countResult) {
 		}
 	}
 	tw.Flush()
+	for _, r := range res {
+		fmt.Fprintf(b.out, "  n=%d: %s\n", r.n, breakdown(r.timings))
+	}
 	fmt.Fprintln(b.out)
+}
+
+// breakdown prints the median of each start phase, and how many starts were warm.
+func breakdown(ts []sandbox.StartTimings) string {
+	var setup, spawn, prep, root, agent, handoff []time.Duration
+	warm := 0
+	for _, t := range ts {
+		if t.Warm {
+			warm++
+		} else {
+			spawn = append(spawn, t.Spawn)
+		}
+		setup, prep, root = append(setup, t.Setup), append(prep, t.Prepare), append(root, t.Root)
+		agent, handoff = append(agent, t.Agent), append(handoff, t.Handoff)
+	}
+	return fmt.Sprintf("median phases: setup %s, spawn %s (cold starts), prepare %s, handoff %s, root %s, agent exec %s; %d/%d from a spare",
+		ms(pct(setup, 50)), ms(pct(spawn, 50)), ms(pct(prep, 50)), ms(pct(handoff, 50)), ms(pct(root, 50)), ms(pct(agent, 50)), warm, len(ts))
 }
 
 // bringUpSessions starts n idle agents, all up at once, and returns each one's time
 // to ready (agent exec'd) and the mean disk a session costs; then tears them down.
-func (b *sandboxBench) bringUpSessions(snap *sandbox.Snapshot, n int) ([]time.Duration, int64, error) {
+func (b *sandboxBench) bringUpSessions(snap *sandbox.Snapshot, n int) ([]time.Duration, []sandbox.StartTimings, int64, error) {
 	var sessions []*sandbox.Session
 	defer func() {
 		for _, s := range sessions {
@@ -244,6 +277,7 @@ func (b *sandboxBench) bringUpSessions(snap *sandbox.Snapshot, n int) ([]time.Du
 		}
 	}()
 	lat := make([]time.Duration, 0, n)
+	var tim []sandbox.StartTimings
 	for i := 0; i < n; i++ {
 		b.seq++
 		t0 := time.Now()
@@ -252,14 +286,15 @@ func (b *sandboxBench) bringUpSessions(snap *sandbox.Snapshot, n int) ([]time.Du
 			Command: []string{"sleep", "3600"}, RingSize: 4 << 10, Pool: b.pool,
 		})
 		if err != nil {
-			return nil, 0, fmt.Errorf("session %d of %d: %w", i+1, n, err)
+			return nil, nil, 0, fmt.Errorf("session %d of %d: %w", i+1, n, err)
 		}
 		lat = append(lat, time.Since(t0))
+		tim = append(tim, s.Timings())
 		sessions = append(sessions, s)
 	}
 	for _, s := range sessions {
 		if !s.Running() {
-			return nil, 0, fmt.Errorf("session %s exited while %d were up", s.ID(), n)
+			return nil, nil, 0, fmt.Errorf("session %s exited while %d were up", s.ID(), n)
 		}
 	}
 	var disk int64
@@ -267,7 +302,7 @@ func (b *sandboxBench) bringUpSessions(snap *sandbox.Snapshot, n int) ([]time.Du
 		disk += diskUsage(s.Dir())
 	}
 	b.logf("%d sessions up at once", n)
-	return lat, disk / int64(n), nil
+	return lat, tim, disk / int64(n), nil
 }
 
 // addWorktrees is what a user does without corral: one `git worktree add` per agent.

@@ -23,6 +23,18 @@ const (
 	cgKillTimeout   = 5 * time.Second
 )
 
+// Update sets new limits on a live group (a spare init's group taking its session's
+// budget, or a budget changed at run time).
+func (c *Cgroup) Update(lim Limits) error {
+	if err := lim.Validate(); err != nil {
+		return c.errorf("update", err)
+	}
+	if err := c.setLimits(lim); err != nil {
+		return c.errorf("update", err)
+	}
+	return nil
+}
+
 // setLimits writes every limit, unlimited ones included, so a reused group loses stale
 // values.
 func (c *Cgroup) setLimits(lim Limits) error {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,14 +98,17 @@ func InitMain() {
 		fail(fmt.Errorf("init: read config: %w", err))
 	}
 	cfgFile.Close()
+	t0 := time.Now()
 	if err := finishRoot(pre.Root, &cfg); err != nil {
 		fail(err)
 	}
+	t1 := time.Now()
 	agent, err := startAgent(&cfg)
 	if err != nil {
 		fail(err)
 	}
-	fmt.Fprintf(status, "ok %d\n", agent)
+	// The timings let the supervisor say where a start's milliseconds went.
+	fmt.Fprintf(status, "ok %d %d %d\n", agent, t1.Sub(t0).Microseconds(), time.Since(t1).Microseconds())
 	status.Close()
 	os.Exit(superviseAgent(agent, sigs))
 }

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"fmt"
+	"os"
 	"sync"
 )
 
@@ -19,6 +21,7 @@ type InitPool struct {
 
 	mu     sync.Mutex
 	spares []*bootedInit
+	seq    int
 	closed bool
 	wake   chan struct{}
 	done   chan struct{}
@@ -50,7 +53,7 @@ func (p *InitPool) fill() {
 			if !need {
 				break
 			}
-			b, err := spawnInit(p.repo, NetPrivate)
+			b, err := p.spawn()
 			if err != nil {
 				break // sessions start cold; the next take tries again
 			}
@@ -72,6 +75,29 @@ func (p *InitPool) fill() {
 	}
 }
 
+// spawn boots a spare and puts it in a cgroup of its own, which the session that takes
+// it keeps: creating a cgroup and migrating a process into it are the costliest steps
+// of a start on a v1 host, and here they happen before anyone waits.
+func (p *InitPool) spawn() (*bootedInit, error) {
+	b, err := spawnInit(p.repo, NetPrivate)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.seq++
+	name := fmt.Sprintf("%spool-%d-%d", CgroupPrefix(p.repo), os.Getpid(), p.seq)
+	p.mu.Unlock()
+	if b.cg, err = NewCgroup(name, Limits{}); err != nil {
+		b.discard()
+		return nil, err
+	}
+	if err := b.cg.Add(b.cmd.Process.Pid); err != nil {
+		b.discard()
+		return nil, err
+	}
+	return b, nil
+}
+
 // take hands out a live spare for the network mode, or nil (start cold).
 func (p *InitPool) take(network Network) *bootedInit {
 	if p == nil || network != NetPrivate {
@@ -82,7 +108,6 @@ func (p *InitPool) take(network Network) *bootedInit {
 	if p.closed {
 		return nil
 	}
-	defer p.kick() // under mu, before Close can close the channel
 	for len(p.spares) > 0 {
 		b := p.spares[0]
 		p.spares = p.spares[1:]
@@ -92,6 +117,20 @@ func (p *InitPool) take(network Network) *bootedInit {
 		go b.discard()
 	}
 	return nil
+}
+
+// refill asks for taken spares to be replaced. Sessions call it once they are up, so
+// booting the replacement (a clone, an exec, a Go runtime) does not compete for the
+// CPU with the start that took the spare.
+func (p *InitPool) refill() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed { // under mu, so Close cannot close the channel under us
+		p.kick()
+	}
 }
 
 // Close stops refilling and kills the spares.
@@ -111,4 +150,11 @@ func (p *InitPool) Close() {
 	for _, b := range spares {
 		b.discard()
 	}
+}
+
+// Spares returns how many spare inits are booted and waiting.
+func (p *InitPool) Spares() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.spares)
 }

@@ -84,6 +84,18 @@ type SessionMeta struct {
 	Created  time.Time `json:"created"`
 }
 
+// StartTimings says where the time to a ready session went.
+type StartTimings struct {
+	Warm    bool          `json:"warm"`    // started from a spare init of an InitPool
+	Setup   time.Duration `json:"setup"`   // checks, user lookup, session directories
+	Spawn   time.Duration `json:"spawn"`   // cold only: pty, clone into namespaces, exec
+	Prepare time.Duration `json:"prepare"` // session dirs, metadata, cgroup, ports
+	Root    time.Duration `json:"root"`    // init: workspace overlay, HOME, binds, pivot
+	Agent   time.Duration `json:"agent"`   // init: exec of the agent
+	Handoff time.Duration `json:"handoff"` // config to the init and status back, less Root and Agent
+	Total   time.Duration `json:"total"`
+}
+
 // Session is a running (or finished) sandbox.
 type Session struct {
 	cfg     SessionConfig
@@ -99,6 +111,7 @@ type Session struct {
 	fwd     *PortForwarder
 	ends    []Endpoint
 	started time.Time
+	timings StartTimings
 
 	done       chan struct{} // closed when the init has exited
 	readerDone chan struct{}
@@ -122,6 +135,9 @@ func FleetKey(repo Repo) string {
 	return hex.EncodeToString(sum[:5])
 }
 
+// CgroupPrefix is the cgroup path under which this repository's sessions live.
+func CgroupPrefix(repo Repo) string { return "corral/" + FleetKey(repo) + "/" }
+
 // StartSession builds the sandbox and execs the agent; it returns once the agent runs.
 // On any error everything it made is undone.
 //
@@ -130,6 +146,7 @@ func FleetKey(repo Repo) string {
 // and exposes ports. The init does nothing until it reads its configuration, which is
 // sent only then — so no agent code ever runs outside its budget.
 func StartSession(cfg SessionConfig) (_ *Session, err error) {
+	started := time.Now()
 	if err := validateSession(&cfg); err != nil {
 		return nil, err
 	}
@@ -141,7 +158,7 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 			}
 		}
 	}()
-	s := &Session{cfg: cfg, dir: sessionDir(cfg.Repo, cfg.ID), started: time.Now(),
+	s := &Session{cfg: cfg, dir: sessionDir(cfg.Repo, cfg.ID), started: started,
 		done: make(chan struct{}), readerDone: make(chan struct{})}
 	if err := os.MkdirAll(filepath.Dir(s.dir), 0o700); err != nil {
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
@@ -160,12 +177,17 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 		}
 	}
 
+	s.timings.Setup = time.Since(s.started)
 	boot := cfg.Pool.take(cfg.Network)
+	s.timings.Warm = boot != nil
 	if boot == nil {
+		t0 := time.Now()
 		if boot, err = spawnInit(cfg.Repo, cfg.Network); err != nil {
 			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 		}
+		s.timings.Spawn = time.Since(t0)
 	}
+	tPrepare := time.Now()
 	defer boot.closePipes()
 	s.cmd, s.master = boot.cmd, boot.master
 	undo = append(undo, func() { s.kill(); s.cmd.Wait(); s.cleanupProcess() })
@@ -187,25 +209,39 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 		}
 		s.lowers = append([]string{env}, s.lowers...)
 	}
+	// A spare init is already in a cgroup of its own; it takes the session's limits.
+	// Otherwise the session gets a cgroup named after it.
+	if s.cg = boot.cg; s.cg != nil {
+		undo = append(undo, func() { s.cg.Kill(); s.cg.Delete() })
+		if err := s.cg.Update(cfg.Limits); err != nil {
+			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+		}
+	} else {
+		if s.cg, err = NewCgroup(CgroupPrefix(cfg.Repo)+cfg.ID, cfg.Limits); err != nil {
+			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+		}
+		undo = append(undo, func() { s.cg.Kill(); s.cg.Delete() })
+		if err := s.cg.Add(s.Pid()); err != nil {
+			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+		}
+	}
 	s.meta = SessionMeta{ID: cfg.ID, Commit: cfg.Snapshot.Commit, Layers: cfg.Snapshot.Layers,
-		EnvFiles: cfg.EnvFiles, Cgroup: "corral/" + FleetKey(cfg.Repo) + "/" + cfg.ID, Created: s.started}
+		EnvFiles: cfg.EnvFiles, Cgroup: s.cg.Name(), Created: s.started}
 	if err := writeJSON(filepath.Join(s.dir, "meta.json"), s.meta); err != nil {
-		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
-	}
-	if s.cg, err = NewCgroup(s.meta.Cgroup, cfg.Limits); err != nil {
-		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
-	}
-	undo = append(undo, func() { s.cg.Kill(); s.cg.Delete() })
-	if err := s.cg.Add(s.Pid()); err != nil {
 		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 	}
 	env, err := s.exposePorts()
 	if err != nil {
 		return nil, err
 	}
+	s.timings.Prepare = time.Since(tPrepare)
+	tHandoff := time.Now()
 	if err := s.configureInit(boot, env); err != nil {
 		return nil, err
 	}
+	s.timings.Handoff = time.Since(tHandoff) - s.timings.Root - s.timings.Agent
+	s.timings.Total = time.Since(s.started)
+	cfg.Pool.refill()
 	s.ring = NewRing(cfg.RingSize)
 	s.rec = NewRecorder(filepath.Join(s.dir, "rec.cast"), cfg.Cols, cfg.Rows, cfg.ID)
 	go s.readOutput()
@@ -217,6 +253,7 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 // sandbox, and waits for its session's configuration.
 type bootedInit struct {
 	cmd    *exec.Cmd
+	cg     *Cgroup  // a spare's own cgroup, nil for a cold start
 	master *os.File // the pty the init (and later the agent) has as its terminal
 	config *os.File // write end of the init's configuration pipe
 	status *os.File // read end of the init's status pipe
@@ -230,8 +267,14 @@ func (b *bootedInit) closePipes() {
 
 // discard kills an unused init and releases everything it held.
 func (b *bootedInit) discard() {
+	if b.cg != nil {
+		b.cg.Kill()
+	}
 	b.cmd.Process.Kill()
 	b.cmd.Wait()
+	if b.cg != nil {
+		b.cg.Delete()
+	}
 	b.closePipes()
 	b.master.Close()
 }
@@ -345,6 +388,9 @@ func (s *Session) configureInit(boot *bootedInit, env []string) error {
 	line = strings.TrimSpace(line)
 	switch {
 	case strings.HasPrefix(line, "ok "):
+		var pid, root, agent int64
+		fmt.Sscanf(line, "ok %d %d %d", &pid, &root, &agent)
+		s.timings.Root, s.timings.Agent = time.Duration(root)*time.Microsecond, time.Duration(agent)*time.Microsecond
 		return nil
 	case strings.HasPrefix(line, "err "):
 		return fmt.Errorf("session %s: %s", cfg.ID, strings.TrimPrefix(line, "err "))
@@ -456,6 +502,9 @@ func (s *Session) wait() {
 	s.mu.Unlock()
 	close(s.done)
 }
+
+// Timings says where the time to this session's start went.
+func (s *Session) Timings() StartTimings { return s.timings }
 
 // ID returns the session's id.
 func (s *Session) ID() string { return s.cfg.ID }

@@ -265,18 +265,30 @@ type ReapReport struct {
 }
 
 // Reap cleans up after a supervisor that crashed: it unmounts mounts under this
-// repository's corral state and kills and removes this fleet's cgroups whose session
-// is not live. Private layers are kept (an agent that dies keeps its work) and listed;
-// DiscardSession removes one. Nothing outside this fleet is touched.
+// repository's corral state and kills and removes this fleet's cgroups that belong
+// neither to a live session nor to this process's own spare inits. Private layers are
+// kept (an agent that dies keeps its work) and listed; DiscardSession removes one.
+// Nothing outside this fleet is touched.
 func Reap(repo Repo, live func(id string) bool) (ReapReport, error) {
 	var rep ReapReport
 	var errs []error
 	mounts, err := unmountUnder(repo.StateDir)
 	rep.Mounts = mounts
 	errs = append(errs, err)
-	key := FleetKey(repo)
-	cgs, err := ReapCgroups(key, func(name string) bool {
-		return live(filepath.Base(name))
+
+	// A session's cgroup is named in its metadata (a session started from a spare
+	// keeps the spare's group).
+	liveGroups := map[string]bool{}
+	metas, _ := ListSessions(repo)
+	for _, m := range metas {
+		if live(m.ID) {
+			liveGroups[m.Cgroup] = true
+		}
+	}
+	prefix := CgroupPrefix(repo)
+	ownSpares := fmt.Sprintf("%spool-%d-", prefix, os.Getpid())
+	cgs, err := ReapCgroups(FleetKey(repo), func(name string) bool {
+		return liveGroups[name] || strings.HasPrefix(name, ownSpares) || live(strings.TrimPrefix(name, prefix))
 	})
 	rep.Cgroups = cgs
 	errs = append(errs, err)

@@ -525,13 +525,26 @@ func TestReapAfterCrash(t *testing.T) {
 	}
 	t.Cleanup(func() { cg.Delete(); DiscardSession(repo, id) })
 	os.MkdirAll(filepath.Join(sessionDir(repo, id), "u"), 0o755)
-	live := testSession(t, repo, snap, "sleep 30")
-	rep, err := Reap(repo, func(sid string) bool { return sid == live.ID() })
+	// A spare init's group left by another (crashed) supervisor process.
+	deadSpare, err := NewCgroup(CgroupPrefix(repo)+"pool-1-1", Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Cgroups) != 1 || !strings.HasSuffix(rep.Cgroups[0], id) {
-		t.Errorf("reaped cgroups %v, want only %s", rep.Cgroups, id)
+	t.Cleanup(func() { deadSpare.Delete() })
+	// This process's pool and a session started from it stay.
+	pool := NewInitPool(repo, 1)
+	t.Cleanup(pool.Close)
+	live := testSession(t, repo, snap, "sleep 30")
+	pooled := testSession(t, repo, snap, "sleep 30", func(c *SessionConfig) { c.Pool = pool })
+	rep, err := Reap(repo, func(sid string) bool { return sid == live.ID() || sid == pooled.ID() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rep.Cgroups, " "); got != CgroupPrefix(repo)+id+" "+CgroupPrefix(repo)+"pool-1-1" {
+		t.Errorf("reaped cgroups %q, want %s and pool-1-1", got, id)
+	}
+	if !pooled.Running() {
+		t.Errorf("reap killed a live session started from a spare")
 	}
 	if len(rep.Layers) != 1 || rep.Layers[0] != id {
 		t.Errorf("stale layers %v", rep.Layers)
