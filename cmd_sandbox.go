@@ -143,7 +143,7 @@ func sandboxRun(args []string, stdout, stderr io.Writer) error {
 		Cols: cols, Rows: rows,
 	})
 	if err != nil {
-		if strings.Contains(err.Error(), "already") || strings.Contains(err.Error(), "out of range") {
+		if errors.Is(err, sandbox.ErrInvalidConfig) || errors.Is(err, sandbox.ErrPortLeased) {
 			return badInput("%v", err)
 		}
 		return err
@@ -185,7 +185,14 @@ wait:
 	if *keep {
 		fmt.Fprintf(stdout, "corral: private layer kept at %s\n", sess.Upper())
 	}
-	return destroyErr
+	if destroyErr != nil {
+		return destroyErr
+	}
+	if status.Code != 0 {
+		// Like `docker run`, pass the agent's own exit code on.
+		return exitError{code: status.Code, msg: fmt.Sprintf("%s exited %d", sess.ID(), status.Code)}
+	}
+	return nil
 }
 
 // parsePort reads "4173" or "8080:4173" (host:inside).

@@ -34,7 +34,7 @@ import (
 const CgroupRoot = "corral"
 
 // cgroupMount is where the host's cgroup hierarchies are mounted.
-const cgroupMount = "/sys/fs/cgroup"
+var cgroupMount = "/sys/fs/cgroup" // a var so tests can present a host without cgroups
 
 // CgroupMode says how the host mounts cgroups.
 type CgroupMode string

@@ -107,11 +107,11 @@ func (f *PortForwarder) Expose(inside int, hostPort int) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("expose port %d: forwarder for %s is closed", inside, f.nsPath)
 	}
 	if ln, ok := f.listeners[inside]; ok {
-		return Endpoint{}, fmt.Errorf("port %d already exposed at %s", inside, ln.Addr())
+		return Endpoint{}, classed(ErrPortLeased, fmt.Errorf("port %d already exposed at %s", inside, ln.Addr()))
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)))
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return Endpoint{}, fmt.Errorf("expose port %d: host port %d already in use", inside, hostPort)
+		return Endpoint{}, classed(ErrPortLeased, fmt.Errorf("expose port %d: host port %d already in use", inside, hostPort))
 	}
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("expose port %d: listen on host: %w", inside, err)

@@ -18,9 +18,31 @@ import (
 // programs, libraries and configuration. Missing ones are skipped.
 var toolchainDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix"}
 
+// ErrInvalidConfig and ErrPortLeased classify bad input: a session configuration that
+// cannot work, and a port someone already holds.
+var (
+	ErrInvalidConfig = errors.New("invalid session")
+	ErrPortLeased    = errors.New("port already leased")
+)
+
+// classedError puts an error in a class (errors.Is) without changing its message.
+type classedError struct{ class, err error }
+
+func (e classedError) Error() string   { return e.err.Error() }
+func (e classedError) Unwrap() []error { return []error{e.err, e.class} }
+
+func classed(class, err error) error { return classedError{class, err} }
+
 // validateSession checks a configuration before anything is created, and fills in
 // defaults. Every error names the field and the value.
 func validateSession(cfg *SessionConfig) error {
+	if err := checkSession(cfg); err != nil {
+		return classed(ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+func checkSession(cfg *SessionConfig) error {
 	if !sessionIDPattern.MatchString(cfg.ID) {
 		return fmt.Errorf("session id %q: use lowercase letters, digits, '.', '_' or '-' (at most 63)", cfg.ID)
 	}
@@ -46,10 +68,10 @@ func validateSession(cfg *SessionConfig) error {
 			return fmt.Errorf("session %s: host port %d: out of range 1-65535", cfg.ID, p.Host)
 		}
 		if inside[p.Inside] {
-			return fmt.Errorf("session %s: port %d: already leased by this session", cfg.ID, p.Inside)
+			return classed(ErrPortLeased, fmt.Errorf("session %s: port %d: already leased by this session", cfg.ID, p.Inside))
 		}
 		if p.Host != 0 && host[p.Host] {
-			return fmt.Errorf("session %s: host port %d: already leased by this session", cfg.ID, p.Host)
+			return classed(ErrPortLeased, fmt.Errorf("session %s: host port %d: already leased by this session", cfg.ID, p.Host))
 		}
 		inside[p.Inside], host[p.Host] = true, true
 	}

@@ -673,3 +673,53 @@ func TestSessionFromWarmPool(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionInitReapsZombies(t *testing.T) {
+	repo, snap := sessionFixture(t)
+	// Orphans re-parent to the init (PID 1), which must reap them.
+	s := testSession(t, repo, snap, `for i in 1 2 3 4 5; do (sleep 0.05 &) ; done; sleep 0.5; echo pid1=$(cat /proc/1/comm); echo zombies=$(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l)`)
+	_, out := waitExit(t, s)
+	if !strings.Contains(out, "zombies=0") || !strings.Contains(out, "pid1=") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestSessionResize(t *testing.T) {
+	repo, snap := sessionFixture(t)
+	s := testSession(t, repo, snap, `stty size; echo ready; read line; stty size`)
+	waitOutput(t, s, "ready")
+	if err := s.Resize(100, 30); err != nil {
+		t.Fatal(err)
+	}
+	s.Write([]byte("go\n"))
+	_, out := waitExit(t, s)
+	if !strings.Contains(out, "40 120") || !strings.Contains(out, "30 100") {
+		t.Errorf("sizes before and after resize:\n%s", out)
+	}
+}
+
+func TestInvokingUserUnderSudo(t *testing.T) {
+	requireRoot(t)
+	t.Setenv("SUDO_UID", "65534")
+	u, err := InvokingUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.UID != 65534 || u.Name != "nobody" {
+		t.Errorf("under sudo the agent runs as %+v, want nobody", u)
+	}
+}
+
+func TestSessionUnusableCgroupsIsAClearError(t *testing.T) {
+	repo, snap := sessionFixture(t)
+	saved := cgroupMount
+	cgroupMount = t.TempDir() // a host with no cgroup hierarchy mounted
+	defer func() { cgroupMount = saved }()
+	_, err := StartSession(SessionConfig{ID: "nocg", Repo: repo, Snapshot: snap, Command: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "session nocg") || !strings.Contains(err.Error(), "cgroup") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, statErr := os.Stat(sessionDir(repo, "nocg")); statErr == nil {
+		t.Errorf("session dir left behind")
+	}
+}
