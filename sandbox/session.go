@@ -88,8 +88,8 @@ type SessionMeta struct {
 type StartTimings struct {
 	Warm    bool          `json:"warm"`    // started from a spare init of an InitPool
 	Setup   time.Duration `json:"setup"`   // checks, user lookup, session directories
-	Spawn   time.Duration `json:"spawn"`   // cold only: pty, clone into namespaces, exec
-	Prepare time.Duration `json:"prepare"` // session dirs, metadata, cgroup, ports
+	Spawn   time.Duration `json:"spawn"`   // cold only: cgroup, pty, clone into namespaces, exec
+	Prepare time.Duration `json:"prepare"` // upper dir, env layer, metadata, ports
 	Root    time.Duration `json:"root"`    // init: workspace overlay, HOME, binds, pivot
 	Agent   time.Duration `json:"agent"`   // init: exec of the agent
 	Handoff time.Duration `json:"handoff"` // config to the init and status back, less Root and Agent
@@ -181,12 +181,32 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 	boot := cfg.Pool.take(cfg.Network)
 	s.timings.Warm = boot != nil
 	if boot == nil {
+		// Cold: the cgroup first, while nothing else runs; the init joins it as soon
+		// as it exists.
 		t0 := time.Now()
+		cg, err := NewCgroup(CgroupPrefix(cfg.Repo)+cfg.ID, cfg.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+		}
+		undo = append(undo, func() { cg.Kill(); cg.Delete() })
 		if boot, err = spawnInit(cfg.Repo, cfg.Network); err != nil {
 			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 		}
+		if err := cg.Add(boot.cmd.Process.Pid); err != nil {
+			boot.discard()
+			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+		}
+		boot.cg = cg
 		s.timings.Spawn = time.Since(t0)
+	} else {
+		undo = append(undo, func() { boot.cg.Kill(); boot.cg.Delete() })
+		// A spare's group takes the session's budget.
+		if err := boot.cg.Update(cfg.Limits); err != nil {
+			boot.discard()
+			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+		}
 	}
+	s.cg = boot.cg
 	tPrepare := time.Now()
 	defer boot.closePipes()
 	s.cmd, s.master = boot.cmd, boot.master
@@ -208,22 +228,6 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 			return nil, fmt.Errorf("session %s: env layer: %w", cfg.ID, err)
 		}
 		s.lowers = append([]string{env}, s.lowers...)
-	}
-	// A spare init is already in a cgroup of its own; it takes the session's limits.
-	// Otherwise the session gets a cgroup named after it.
-	if s.cg = boot.cg; s.cg != nil {
-		undo = append(undo, func() { s.cg.Kill(); s.cg.Delete() })
-		if err := s.cg.Update(cfg.Limits); err != nil {
-			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
-		}
-	} else {
-		if s.cg, err = NewCgroup(CgroupPrefix(cfg.Repo)+cfg.ID, cfg.Limits); err != nil {
-			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
-		}
-		undo = append(undo, func() { s.cg.Kill(); s.cg.Delete() })
-		if err := s.cg.Add(s.Pid()); err != nil {
-			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
-		}
 	}
 	s.meta = SessionMeta{ID: cfg.ID, Commit: cfg.Snapshot.Commit, Layers: cfg.Snapshot.Layers,
 		EnvFiles: cfg.EnvFiles, Cgroup: s.cg.Name(), Created: s.started}
