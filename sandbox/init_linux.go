@@ -381,6 +381,18 @@ func buildDev(dst string) error {
 			return fmt.Errorf("init: /dev/%s: %w", d.name, err)
 		}
 	}
+	// The agent's terminal is a pty of the host's devpts, which the sandbox cannot
+	// see; bound at /dev/console (as runc does) it has a name, so tty(1) and
+	// ttyname(3) work for tools that ask.
+	if tty, err := os.Readlink("/proc/self/fd/0"); err == nil && strings.HasPrefix(tty, "/dev/pts/") {
+		console := filepath.Join(dst, "console")
+		if err := os.WriteFile(console, nil, 0o600); err != nil {
+			return fmt.Errorf("init: /dev/console: %w", err)
+		}
+		if err := bindMount(tty, console, true); err != nil {
+			return err
+		}
+	}
 	pts := filepath.Join(dst, "pts")
 	if err := os.Mkdir(pts, 0o755); err != nil {
 		return fmt.Errorf("init: /dev/pts: %w", err)

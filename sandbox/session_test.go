@@ -686,14 +686,14 @@ func TestSessionInitReapsZombies(t *testing.T) {
 
 func TestSessionResize(t *testing.T) {
 	repo, snap := sessionFixture(t)
-	s := testSession(t, repo, snap, `stty size; echo ready; read line; stty size`)
+	s := testSession(t, repo, snap, `tty; stty size; echo ready; read line; stty size`)
 	waitOutput(t, s, "ready")
 	if err := s.Resize(100, 30); err != nil {
 		t.Fatal(err)
 	}
 	s.Write([]byte("go\n"))
 	_, out := waitExit(t, s)
-	if !strings.Contains(out, "40 120") || !strings.Contains(out, "30 100") {
+	if !strings.Contains(out, "/dev/console") || !strings.Contains(out, "40 120") || !strings.Contains(out, "30 100") {
 		t.Errorf("sizes before and after resize:\n%s", out)
 	}
 }
