@@ -66,6 +66,9 @@ type SessionConfig struct {
 	Rows     int
 	RingSize int       // bytes of output kept for live panes
 	Pool     *InitPool // spare inits to start from; nil starts one cold
+	// AdoptLayer is an existing private layer (an interrupted session's upper dir) to
+	// continue from: it is moved, not copied, into this session.
+	AdoptLayer string
 }
 
 // ExitStatus is how an agent ended.
@@ -171,10 +174,17 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 	}
 	undo = append(undo, func() { os.RemoveAll(s.dir) })
 	s.upper = filepath.Join(s.dir, "u")
-	for _, d := range []string{"u", "k"} {
-		if err := os.Mkdir(filepath.Join(s.dir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+	if err := os.Mkdir(filepath.Join(s.dir, "k"), 0o755); err != nil {
+		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
+	}
+	if cfg.AdoptLayer != "" {
+		// A rename keeps the work and costs nothing; on failure it goes back.
+		if err := os.Rename(cfg.AdoptLayer, s.upper); err != nil {
+			return nil, fmt.Errorf("session %s: adopt layer %s: %w", cfg.ID, cfg.AdoptLayer, err)
 		}
+		undo = append(undo, func() { os.Rename(s.upper, cfg.AdoptLayer) })
+	} else if err := os.Mkdir(s.upper, 0o755); err != nil {
+		return nil, fmt.Errorf("session %s: %w", cfg.ID, err)
 	}
 
 	s.timings.Setup = time.Since(s.started)

@@ -1,0 +1,255 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+
+	"corral/sandbox"
+)
+
+// ErrNotApplicable says an action does not apply to the task in its current state;
+// the message says why, for the TUI's disabled keys.
+var ErrNotApplicable = errors.New("not applicable")
+
+func notApplicable(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrNotApplicable, fmt.Sprintf(format, args...))
+}
+
+// AddTasks adds queued tasks to the fleet (from the plan, or `corral add` while it
+// runs). Ids must be new.
+func (s *Supervisor) AddTasks(tasks ...Task) error {
+	var err error
+	s.call(func() { err = s.addTasks(tasks) })
+	s.kick()
+	return err
+}
+
+func (s *Supervisor) addTasks(tasks []Task) error {
+	for _, t := range tasks {
+		if _, ok := s.tasks[t.ID]; ok {
+			return fmt.Errorf("task %s: already in the fleet", t.ID)
+		}
+	}
+	now := s.now()
+	_, err := s.commit(func(tx Tx) error {
+		for i := range tasks {
+			t := &tasks[i]
+			t.State, t.Created, t.Updated = TaskQueued, now, now
+			if t.Lifetime == "" {
+				t.Lifetime = OneShot
+			}
+			if t.Network == "" {
+				t.Network = string(sandbox.NetPrivate)
+			}
+			if err := tx.PutTask(*t); err != nil {
+				return err
+			}
+			if err := tx.SetIntents(t.ID, t.Intent); err != nil {
+				return err
+			}
+			tx.Emit(Event{Kind: EvTaskQueued, Task: t.ID, Data: jsonData(map[string]any{
+				"priority": t.Priority, "after": t.After, "intent": t.Intent})})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range tasks {
+		t := tasks[i]
+		s.tasks[t.ID] = &t
+		s.order = append(s.order, t.ID)
+	}
+	s.noteOverlaps(tasks)
+	return nil
+}
+
+// noteOverlaps makes overlapping intents public as events when tasks arrive.
+func (s *Supervisor) noteOverlaps(added []Task) {
+	for _, a := range added {
+		for _, id := range s.order {
+			b := s.tasks[id]
+			if b.ID == a.ID || b.State.Ended() || !s.intentsOverlap(a, *b) {
+				continue
+			}
+			s.commit(func(tx Tx) error {
+				tx.Emit(Event{Kind: EvIntentOverlap, Task: a.ID, Data: jsonData(map[string]any{
+					"with": b.ID, "policy": s.fleet.Admission.Overlap})})
+				return nil
+			})
+		}
+	}
+}
+
+// liveOf returns the live session of a task.
+func (s *Supervisor) liveOf(task string) *liveSession {
+	for _, ls := range s.sessions {
+		if ls.rec.Task == task {
+			return ls
+		}
+	}
+	return nil
+}
+
+// Pause freezes the task's session where it stands.
+func (s *Supervisor) Pause(task string) error {
+	var err error
+	s.call(func() {
+		ls := s.liveOf(task)
+		if ls == nil {
+			err = notApplicable("task %s has no running session", task)
+			return
+		}
+		if ls.rec.State == SessionPaused {
+			err = notApplicable("task %s is already paused", task)
+			return
+		}
+		if err = ls.sb.Freeze(); err != nil {
+			return
+		}
+		ls.rec.State = SessionPaused
+		t := s.tasks[task]
+		t.State = TaskPaused
+		s.commit(func(tx Tx) error {
+			tx.Emit(Event{Kind: EvSessionPaused, Task: task, Session: ls.rec.ID})
+			if err := tx.PutSession(ls.rec); err != nil {
+				return err
+			}
+			return tx.PutTask(*t)
+		})
+	})
+	return err
+}
+
+// Resume thaws a paused task's session, or resumes an interrupted task over the layer
+// its last session left.
+func (s *Supervisor) Resume(task string) error {
+	var err error
+	s.call(func() {
+		t := s.tasks[task]
+		if t == nil {
+			err = fmt.Errorf("task %s: %w", task, ErrNotFound)
+			return
+		}
+		if t.State == TaskInterrupted {
+			err = s.resumeTask(task)
+			return
+		}
+		ls := s.liveOf(task)
+		if ls == nil || ls.rec.State != SessionPaused {
+			err = notApplicable("task %s is not paused", task)
+			return
+		}
+		if err = ls.sb.Thaw(); err != nil {
+			return
+		}
+		ls.rec.State, t.State = SessionRunning, TaskRunning
+		s.commit(func(tx Tx) error {
+			tx.Emit(Event{Kind: EvSessionResumed, Task: task, Session: ls.rec.ID})
+			if err := tx.PutSession(ls.rec); err != nil {
+				return err
+			}
+			return tx.PutTask(*t)
+		})
+	})
+	return err
+}
+
+// Discard kills the task's session, destroys its sandbox and drops its layer; the
+// task ends discarded.
+func (s *Supervisor) Discard(task string) error {
+	var err error
+	s.call(func() {
+		t := s.tasks[task]
+		if t == nil {
+			err = fmt.Errorf("task %s: %w", task, ErrNotFound)
+			return
+		}
+		if t.State.Ended() {
+			err = notApplicable("task %s already ended %s", task, t.State)
+			return
+		}
+		if ls := s.liveOf(task); ls != nil {
+			delete(s.sessions, ls.rec.ID)
+			ls.sb.Destroy(false)
+			s.finishSession(ls, SessionDiscarded, nil)
+		} else if last, lerr := s.lastSession(task); lerr == nil && dirExists(last.Layer) {
+			// An interrupted or failed attempt's kept layer goes too.
+			sandbox.DiscardSession(s.repo, last.ID)
+		}
+		t.State, t.Reason = TaskDiscarded, "discarded by the user"
+		s.saveTask(t, Event{Kind: EvTaskDiscarded, Task: task})
+	})
+	s.kick()
+	return err
+}
+
+// Kill ends the task's agent now; the layer is kept and the task fails (Retry runs it
+// again).
+func (s *Supervisor) Kill(task string) error {
+	var err error
+	s.call(func() {
+		ls := s.liveOf(task)
+		if ls == nil {
+			err = notApplicable("task %s has no running session", task)
+			return
+		}
+		delete(s.sessions, ls.rec.ID)
+		ls.sb.Destroy(true)
+		code := 137
+		s.finishSession(ls, SessionFailed, &code)
+		t := s.tasks[task]
+		t.State, t.Reason = TaskFailed, "killed by the user"
+		s.saveTask(t, Event{Kind: EvSessionKilled, Task: task, Session: ls.rec.ID},
+			Event{Kind: EvTaskFailed, Task: task, Session: ls.rec.ID, Data: jsonData(map[string]string{"reason": t.Reason})})
+	})
+	s.kick()
+	return err
+}
+
+// Retry queues a new attempt of a failed, interrupted or inbox task.
+func (s *Supervisor) Retry(task string) error {
+	var err error
+	s.call(func() {
+		t := s.tasks[task]
+		if t == nil {
+			err = fmt.Errorf("task %s: %w", task, ErrNotFound)
+			return
+		}
+		switch t.State {
+		case TaskFailed, TaskInterrupted, TaskInbox:
+		default:
+			err = notApplicable("task %s is %s; only failed, interrupted or inbox tasks retry", task, t.State)
+			return
+		}
+		t.State, t.Reason = TaskQueued, "retry asked by the user"
+		if t.Attempts > t.Retries {
+			t.Retries = t.Attempts // one more attempt than it has had
+		}
+		s.saveTask(t, Event{Kind: EvTaskRetrying, Task: task, Data: jsonData(map[string]any{"reason": t.Reason, "attempt": t.Attempts + 1})})
+	})
+	s.kick()
+	return err
+}
+
+// PublishNow publishes a persistent task's current changeset; its session goes on.
+func (s *Supervisor) PublishNow(task string) error {
+	var err error
+	s.call(func() {
+		t := s.tasks[task]
+		ls := s.liveOf(task)
+		switch {
+		case t == nil:
+			err = fmt.Errorf("task %s: %w", task, ErrNotFound)
+		case t.Lifetime != Persistent:
+			err = notApplicable("task %s is one-shot: it publishes when its agent exits", task)
+		case ls == nil:
+			err = notApplicable("task %s has no running session", task)
+		case t.State == TaskPublishing:
+			err = notApplicable("task %s is publishing already", task)
+		default:
+			s.publishSession(ls, 0, false)
+		}
+	})
+	return err
+}

@@ -1,0 +1,346 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"corral/sandbox"
+)
+
+// Config wires a supervisor to its repository, store and policies.
+type Config struct {
+	Repo      sandbox.Repo
+	Store     Store
+	Fleet     Fleet     // the plan's fleet; an existing fleet in the store keeps its head
+	Publisher Publisher // nil: the git publisher on the fleet's head branch
+	Log       *slog.Logger
+	Now       func() time.Time
+
+	SampleEvery time.Duration // telemetry period (default 1s)
+	PoolSize    int           // spare inits kept booted (default 2; <0 none)
+	// ResumeInterrupted resumes, at start, tasks whose sessions a dead supervisor left
+	// (headless runs do; the TUI leaves them to the user).
+	ResumeInterrupted bool
+}
+
+// Supervisor runs a fleet: it admits tasks into sandboxed sessions, follows their
+// lifecycles, samples their usage and records every state change with its event.
+// One goroutine (the loop) owns the in-memory state; everything else talks to it.
+type Supervisor struct {
+	cfg   Config
+	store Store
+	repo  sandbox.Repo
+	snaps *sandbox.Snapshots
+	pool  *sandbox.InitPool
+	pub   Publisher
+	hub   *hub
+	log   *slog.Logger
+	now   func() time.Time
+
+	// Owned by the loop goroutine.
+	fleet      Fleet
+	tasks      map[string]*Task
+	order      []string // task ids in creation order
+	sessions   map[string]*liveSession
+	lastLaunch time.Time
+	baseFiles  []string // file list of the fleet's base, for intent overlap checks
+	verdicts   map[string]string
+
+	inbox   chan func()
+	wake    chan struct{}
+	started atomic.Bool
+	afterMu sync.Mutex // serializes direct calls once the loop has ended
+	loopWG  sync.WaitGroup
+	bgWG    sync.WaitGroup // session watchers and publishes
+	ctx     context.Context
+	closed  chan struct{}
+}
+
+// liveSession is a session with a sandbox in this process.
+type liveSession struct {
+	rec     Session
+	sb      *sandbox.Session
+	lastCPU time.Duration
+	lastAt  time.Time
+	oom     uint64
+	leases  []int64
+}
+
+// New opens the fleet: it creates its head branch and records if they do not exist,
+// recovers what a dead supervisor left (sessions become interrupted, their layers
+// kept; stale mounts and cgroups are cleaned), and loads the tasks.
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("supervisor: no store")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SampleEvery <= 0 {
+		cfg.SampleEvery = time.Second
+	}
+	if cfg.PoolSize == 0 {
+		cfg.PoolSize = 2
+	}
+	snaps, err := sandbox.OpenSnapshots(cfg.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	s := &Supervisor{
+		cfg: cfg, store: cfg.Store, repo: cfg.Repo, snaps: snaps, hub: newHub(), log: cfg.Log, now: cfg.Now,
+		tasks: map[string]*Task{}, sessions: map[string]*liveSession{}, verdicts: map[string]string{},
+		inbox: make(chan func()), wake: make(chan struct{}, 1), closed: make(chan struct{}),
+	}
+	if err := s.openFleet(); err != nil {
+		return nil, err
+	}
+	s.pub = cfg.Publisher
+	if s.pub == nil {
+		s.pub = &GitPublisher{Repo: cfg.Repo, HeadRef: s.fleet.HeadRef}
+	}
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// openFleet loads the fleet record, or creates it and its head branch from the plan.
+func (s *Supervisor) openFleet() error {
+	var existing Fleet
+	err := s.store.View(func(r Reader) error {
+		var err error
+		existing, err = r.Fleet()
+		return err
+	})
+	switch {
+	case err == nil:
+		s.fleet = existing
+		// Limits may be changed by editing the plan between runs.
+		if s.cfg.Fleet.Admission != (Admission{}) {
+			s.fleet.Admission = s.cfg.Fleet.Admission
+		}
+	case errors.Is(err, ErrNotFound):
+		f := s.cfg.Fleet
+		if f.HeadRef == "" {
+			f.HeadRef = "corral/head"
+		}
+		if f.BaseRef == "" {
+			f.BaseRef = "HEAD"
+		}
+		if f.Base == "" {
+			if f.Base, err = s.repo.ResolveRev(f.BaseRef); err != nil {
+				return fmt.Errorf("supervisor: fleet base: %w", err)
+			}
+		}
+		f.Repo, f.Created = s.repo.WorkTree, s.now()
+		s.fleet = f
+	default:
+		return fmt.Errorf("supervisor: read fleet: %w", err)
+	}
+	head, err := ensureHead(s.repo, s.fleet.HeadRef, s.fleet.Base)
+	if err != nil {
+		return err
+	}
+	s.fleet.Head = head
+	if out, err := s.repo.Git("ls-tree", "-r", "--name-only", "-z", s.fleet.Base); err == nil {
+		s.baseFiles = strings.Split(strings.TrimRight(out, "\x00"), "\x00")
+	}
+	_, err = s.commit(func(tx Tx) error {
+		if errors.Is(err, ErrNotFound) || existing.Name == "" {
+			tx.Emit(Event{Kind: EvFleetStarted, Data: jsonData(map[string]any{"fleet": s.fleet.Name, "base": s.fleet.Base, "head": s.fleet.HeadRef})})
+		}
+		return tx.PutFleet(s.fleet)
+	})
+	return err
+}
+
+// ensureHead creates the fleet's head branch at base unless it exists, and returns
+// the commit it points to. The user's own branches are never touched.
+func ensureHead(repo sandbox.Repo, headRef, base string) (string, error) {
+	ref := "refs/heads/" + headRef
+	if out, err := repo.Git("rev-parse", "--verify", "--quiet", ref); err == nil {
+		return strings.TrimSpace(out), nil
+	}
+	// The empty old value makes update-ref fail if another process created it meanwhile.
+	if _, err := repo.Git("update-ref", ref, base, ""); err != nil {
+		return "", fmt.Errorf("supervisor: create head %s: %w", headRef, err)
+	}
+	return base, nil
+}
+
+// Fleet returns the fleet record as the loop last saw it.
+func (s *Supervisor) Fleet() Fleet {
+	var f Fleet
+	s.call(func() { f = s.fleet })
+	return f
+}
+
+// Subscribe returns live events; a subscriber that falls behind loses events (it sees
+// a gap in Seq) rather than slowing the supervisor. The store has them all.
+func (s *Supervisor) Subscribe(buffer int) (<-chan Event, func()) { return s.hub.subscribe(buffer) }
+
+// commit runs a store update and offers its events to subscribers.
+func (s *Supervisor) commit(fn func(Tx) error) ([]Event, error) {
+	evs, err := s.store.Update(fn)
+	if err != nil {
+		return nil, err
+	}
+	s.hub.publish(evs)
+	return evs, nil
+}
+
+// Run drives the fleet until ctx is done: admission, session exits, actions,
+// telemetry. Sessions still running when it returns are stopped and recorded as
+// interrupted, their layers kept, so a later Run resumes them.
+func (s *Supervisor) Run(ctx context.Context) error {
+	s.ctx = ctx
+	s.started.Store(true)
+	if s.cfg.PoolSize > 0 {
+		s.pool = sandbox.NewInitPool(s.repo, s.cfg.PoolSize)
+	}
+	s.loopWG.Add(1)
+	defer func() {
+		s.loopWG.Done()
+		s.shutdown()
+	}()
+	if s.cfg.ResumeInterrupted {
+		for _, id := range s.order {
+			if s.tasks[id].State == TaskInterrupted {
+				if err := s.resumeTask(id); err != nil {
+					s.log.Error("resume", "task", id, "err", err)
+				}
+			}
+		}
+	}
+	sample := time.NewTicker(s.cfg.SampleEvery)
+	defer sample.Stop()
+	admitTick := time.NewTicker(50 * time.Millisecond)
+	defer admitTick.Stop()
+	for {
+		s.admitNext()
+		select {
+		case <-ctx.Done():
+			return nil
+		case fn := <-s.inbox:
+			fn()
+		case <-s.wake:
+		case <-admitTick.C:
+		case <-sample.C:
+			s.sampleUsage()
+		}
+	}
+}
+
+// RunUntilDone runs until every task has ended (done, failed, discarded) or waits for
+// a human with nothing left running, and returns whether all ended done.
+func (s *Supervisor) RunUntilDone(ctx context.Context) (allDone bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, unsub := s.Subscribe(1024)
+	defer unsub()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	check := time.NewTicker(100 * time.Millisecond)
+	defer check.Stop()
+	for {
+		select {
+		case err := <-errc:
+			return false, err
+		case <-ch:
+		case <-check.C:
+		}
+		finished, ok := s.finished()
+		if finished {
+			cancel()
+			err := <-errc
+			return ok, err
+		}
+	}
+}
+
+// finished reports whether nothing can progress without a human, and whether every
+// task ended done.
+func (s *Supervisor) finished() (finished, allDone bool) {
+	s.call(func() {
+		finished, allDone = true, true
+		for _, id := range s.order {
+			t := s.tasks[id]
+			switch {
+			case t.State == TaskDone:
+			case t.State.Ended() || t.State == TaskInbox || t.State == TaskInterrupted:
+				allDone = false
+			default:
+				finished, allDone = false, false
+			}
+		}
+		if len(s.sessions) > 0 {
+			finished = false
+		}
+	})
+	return finished, allDone
+}
+
+// call runs fn on the loop goroutine and waits. Before Run starts, or once it has
+// ended, nothing else touches the state, so fn runs directly.
+func (s *Supervisor) call(fn func()) {
+	if !s.started.Load() {
+		fn()
+		return
+	}
+	done := make(chan struct{})
+	select {
+	case s.inbox <- func() { fn(); close(done) }:
+		<-done // the inbox is unbuffered: a received fn always runs
+	case <-s.closed:
+		s.afterMu.Lock()
+		defer s.afterMu.Unlock()
+		fn()
+	}
+}
+
+// post hands fn to the loop without waiting for it to run; after the loop has ended
+// it is dropped (used by watchers, whose news no longer matters then).
+func (s *Supervisor) post(fn func()) {
+	select {
+	case s.inbox <- fn:
+	case <-s.closed:
+	}
+}
+
+func (s *Supervisor) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// shutdown stops what is still running: sessions become interrupted with their layers
+// kept, the pool's spares end, subscribers are told.
+func (s *Supervisor) shutdown() {
+	s.afterMu.Lock()
+	defer s.afterMu.Unlock()
+	close(s.closed) // from here, callers run directly (under afterMu) and watchers' news is dropped
+	for id, ls := range s.sessions {
+		ls.sb.Destroy(true)
+		s.finishSession(ls, SessionInterrupted, nil)
+		if t := s.tasks[ls.rec.Task]; t != nil && !t.State.Ended() {
+			t.State, t.Reason = TaskInterrupted, "supervisor stopped"
+			s.saveTask(t, Event{Kind: EvTaskInterrupted, Task: t.ID, Session: id})
+		}
+		delete(s.sessions, id)
+	}
+	s.bgWG.Wait()
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	s.hub.close()
+}
