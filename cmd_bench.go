@@ -23,8 +23,11 @@ import (
 // runBench is `corral bench`: side-by-side measurements against what a user would
 // otherwise use, printed with their ratios.
 func runBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "supervisor" {
+		return benchSupervisor(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "sandbox" {
-		return badInput("want: bench sandbox [flags]")
+		return badInput("want: bench sandbox|supervisor [flags]")
 	}
 	fs := newFlags("bench sandbox", stderr)
 	repoDir := fs.String("repo", "", "benchmark on this repository (default: a fresh repo of $(go env GOROOT)/src)")

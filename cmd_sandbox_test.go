@@ -19,6 +19,10 @@ func TestMain(m *testing.M) {
 		sandbox.InitMain()
 		return
 	}
+	// Tests that must kill a whole corral process run this binary as corral.
+	if os.Getenv("CORRAL_TEST_MAIN") == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 

@@ -38,6 +38,10 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"run", "run a plan's fleet: run PLAN --headless [--events FILE]", runRun},
+		{"status", "show a fleet's tasks, sessions and leases (--json for machines)", runStatus},
+		{"add", "add tasks to a fleet: add TASKS.toml", runAdd},
+		{"plan", "check a plan file: plan check PLAN", runPlan},
 		{"doctor", "report what this host can isolate (--json for machines)", runDoctor},
 		{"sandbox", "run one command in a sandbox by hand: sandbox run --repo DIR -- CMD…", runSandbox},
 		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox", runBench},

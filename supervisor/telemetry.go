@@ -5,6 +5,7 @@ import "sort"
 // sampleUsage reads every live session's cgroup once and stores the samples in one
 // transaction; a new OOM kill becomes an event. It runs on the loop about once a second.
 func (s *Supervisor) sampleUsage() {
+	s.adoptAddedTasks()
 	if len(s.sessions) == 0 {
 		return
 	}
@@ -91,4 +92,29 @@ func (s *Supervisor) SessionOutput(session string) (ring interface {
 		}
 	})
 	return ring, ok
+}
+
+// adoptAddedTasks picks up tasks another process (`corral add`) queued in the store.
+func (s *Supervisor) adoptAddedTasks() {
+	var stored []Task
+	if err := s.store.View(func(r Reader) error {
+		var err error
+		stored, err = r.Tasks()
+		return err
+	}); err != nil {
+		return
+	}
+	var added []Task
+	for _, t := range stored {
+		if _, ok := s.tasks[t.ID]; !ok {
+			t := t
+			s.tasks[t.ID] = &t
+			s.order = append(s.order, t.ID)
+			added = append(added, t)
+		}
+	}
+	if len(added) > 0 {
+		s.noteOverlaps(added)
+		s.kick()
+	}
 }

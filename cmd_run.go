@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"corral/sandbox"
+	"corral/store"
+	"corral/supervisor"
+)
+
+// Exit code of `corral run` when some task ended otherwise than done (DESIGN.md).
+const exitNotAllDone = 3
+
+// fleetDB is where a fleet's database lives: one per fleet under .git/corral.
+func fleetDB(repo sandbox.Repo, fleet string) string {
+	return filepath.Join(repo.StateDir, "fleets", fleet+".db")
+}
+
+// openPlanFleet checks a plan and opens its repository and fleet database.
+func openPlanFleet(planPath string, fresh bool) (*supervisor.Plan, sandbox.Repo, *store.DB, error) {
+	plan, err := supervisor.ParsePlan(planPath)
+	if err != nil {
+		return nil, sandbox.Repo{}, nil, badInput("%v", err)
+	}
+	repo, err := sandbox.OpenRepo(plan.Fleet.Repo)
+	if err != nil {
+		return nil, sandbox.Repo{}, nil, badInput("%s: repo: %v", planPath, err)
+	}
+	path := fleetDB(repo, plan.Fleet.Name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, repo, nil, err
+	}
+	if fresh {
+		// A fresh run keeps the previous one's records beside it, for reports.
+		if _, err := os.Stat(path); err == nil {
+			old := fmt.Sprintf("%s.%s", path, time.Now().Format("20060102-150405"))
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				os.Rename(path+suffix, old+suffix)
+			}
+		}
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		return nil, repo, nil, err
+	}
+	return plan, repo, db, nil
+}
+
+// runRun is `corral run PLAN --headless [--events FILE]`: run a fleet to completion
+// without a terminal, streaming its events as JSON lines.
+func runRun(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", stderr)
+	headless := fs.Bool("headless", false, "run without the TUI, to completion")
+	eventsPath := fs.String("events", "-", "write events as JSON lines to FILE (- for standard output)")
+	fresh := fs.Bool("fresh", false, "start a new run even if this fleet has one (the old records are kept beside it)")
+	if err := parseFlags(fs, reorderFlags(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return badInput("run: want one PLAN file")
+	}
+	if !*headless {
+		return badInput("run: the TUI is not built yet; add --headless")
+	}
+	plan, repo, db, err := openPlanFleet(fs.Arg(0), *fresh)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	var lastSeq int64
+	db.View(func(r supervisor.Reader) error {
+		evs, err := r.Events(0, 1<<30)
+		if n := len(evs); n > 0 {
+			lastSeq = evs[n-1].Seq
+		}
+		return err
+	})
+	logFile, err := os.OpenFile(filepath.Join(repo.StateDir, "corral.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	sv, err := supervisor.New(supervisor.Config{
+		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: true,
+		Log: slog.New(slog.NewTextHandler(logFile, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, t := range sv.State().Tasks {
+		known[t.ID] = true
+	}
+	var add []supervisor.Task
+	for _, t := range plan.Tasks {
+		if !known[t.ID] {
+			add = append(add, t)
+		}
+	}
+	if err := sv.AddTasks(add...); err != nil {
+		return err
+	}
+
+	out := stdout
+	if *eventsPath != "-" {
+		f, err := os.Create(*eventsPath)
+		if err != nil {
+			return badInput("--events: %v", err)
+		}
+		defer f.Close()
+		out = f
+	}
+	stream := newEventStream(db, out, lastSeq)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	go stream.follow(ctx)
+	allDone, err := sv.RunUntilDone(ctx)
+	stream.stop()
+	if err != nil {
+		return err
+	}
+	st := sv.State()
+	fmt.Fprintf(stderr, "corral: fleet %s: %s; head %s at %.12s\n", st.Fleet.Name, summarizeTasks(st.Tasks), st.Fleet.HeadRef, st.Fleet.Head)
+	if ctx.Err() != nil {
+		return exitError{code: exitNotAllDone, msg: "interrupted; running sessions were stopped and can be resumed"}
+	}
+	if !allDone {
+		return exitError{code: exitNotAllDone, msg: "not every task ended done"}
+	}
+	return nil
+}
+
+// reorderFlags lets flags follow the positional PLAN (`corral run plan.toml --headless`),
+// which the flag package alone does not allow.
+func reorderFlags(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			// A flag's separate value travels with it.
+			if (a == "--events" || a == "-events" || a == "--repo" || a == "-repo" || a == "--fleet" || a == "-fleet") && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return append(flags, pos...)
+}
+
+func summarizeTasks(tasks []supervisor.Task) string {
+	counts := map[supervisor.TaskState]int{}
+	for _, t := range tasks {
+		counts[t.State]++
+	}
+	s := fmt.Sprintf("%d task(s)", len(tasks))
+	for _, st := range []supervisor.TaskState{supervisor.TaskDone, supervisor.TaskFailed, supervisor.TaskDiscarded,
+		supervisor.TaskInbox, supervisor.TaskInterrupted, supervisor.TaskRunning, supervisor.TaskQueued} {
+		if counts[st] > 0 {
+			s += fmt.Sprintf(", %d %s", counts[st], st)
+		}
+	}
+	return s
+}
+
+// eventStream copies events from the store to a writer as JSON lines, in order and
+// without gaps: it reads the store, not the live feed, so nothing is dropped.
+type eventStream struct {
+	db    *store.DB
+	enc   *json.Encoder
+	after int64
+	done  chan struct{}
+	quit  chan struct{}
+}
+
+func newEventStream(db *store.DB, w io.Writer, after int64) *eventStream {
+	return &eventStream{db: db, enc: json.NewEncoder(w), after: after, done: make(chan struct{}), quit: make(chan struct{})}
+}
+
+func (e *eventStream) follow(ctx context.Context) {
+	defer close(e.done)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		e.drain()
+		select {
+		case <-tick.C:
+		case <-e.quit:
+			e.drain()
+			return
+		}
+	}
+}
+
+func (e *eventStream) drain() {
+	for {
+		var evs []supervisor.Event
+		err := e.db.View(func(r supervisor.Reader) error {
+			var err error
+			evs, err = r.Events(e.after, 1000)
+			return err
+		})
+		if err != nil || len(evs) == 0 {
+			return
+		}
+		for _, ev := range evs {
+			ev.Time = ev.Time.UTC()
+			e.enc.Encode(ev)
+			e.after = ev.Seq
+		}
+	}
+}
+
+func (e *eventStream) stop() {
+	close(e.quit)
+	<-e.done
+}
+
+var _ = errors.New
