@@ -196,3 +196,85 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestAddToRunningFleetAndStatus queues a task into a fleet while it runs, and reads
+// the fleet with corral status.
+func TestAddToRunningFleetAndStatus(t *testing.T) {
+	requireRoot(t)
+	dir, plan := fleetRepo(t, `
+[fleet]
+repo = "."
+base = "main"
+name = "live"
+
+[defaults]
+agent = "sh agents/edit.sh"
+
+[[task]]
+id = "slow"
+prompt = "take a while"
+agent = "AGENT_STEPS=15 AGENT_TICK=0.1 sh agents/sleep.sh"
+`)
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, errOut := runMain("run", plan, "--headless", "--events", filepath.Join(t.TempDir(), "ev.jsonl"))
+		done <- result{code, errOut}
+	}()
+	db := filepath.Join(dir, ".git", "corral", "fleets", "live.db")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code, out, _ := runMain("status", "--repo", dir); code == 0 && hasRow(out, "slow", "running") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet never showed slow running (db %s)", db)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	more := filepath.Join(dir, "more.toml")
+	os.WriteFile(more, []byte("[[task]]\nid = \"late\"\nprompt = \"arrive late\"\n"), 0o644)
+	code, out, errOut := runMain("add", "--repo", dir, more)
+	if code != 0 || !strings.Contains(out, "queued late in fleet live") {
+		t.Fatalf("add: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut = runMain("add", "--repo", dir, more); code != exitBadInput || !strings.Contains(errOut, "late") {
+		t.Errorf("adding the same id twice: exit %d %s", code, errOut)
+	}
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	code, out, _ = runMain("status", "--repo", dir, "--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d", code)
+	}
+	var st statusReport
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]supervisor.TaskState{}
+	for _, tk := range st.Tasks {
+		states[tk.ID] = tk.State
+	}
+	if states["slow"] != supervisor.TaskDone || states["late"] != supervisor.TaskDone {
+		t.Errorf("states after the run: %v", states)
+	}
+	if got := gitOut(t, dir, "show", "corral/head:work/late/result.txt"); !strings.Contains(got, "done by late") {
+		t.Errorf("the added task's work is not on the head: %q", got)
+	}
+}
+
+// hasRow reports whether a table printed by status has a row starting with fields.
+func hasRow(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(fields) && strings.Join(f[:len(fields)], " ") == strings.Join(fields, " ") {
+			return true
+		}
+	}
+	return false
+}

@@ -351,3 +351,79 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 var _ = json.Marshal
+
+func TestPersistentPublishesOnRequest(t *testing.T) {
+	f := newFixture(t)
+	sv := f.supervisor(supervisor.Admission{MaxRunning: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	preview := supervisor.Task{ID: "preview", Prompt: "serve", Lifetime: supervisor.Persistent,
+		Agent: "echo draft > notes.txt; echo ready; sleep 60"}
+	if err := sv.AddTasks(preview); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the draft", func() bool {
+		for _, s := range sv.State().Sessions {
+			if _, err := os.Stat(filepath.Join(s.Layer, "notes.txt")); err == nil {
+				return true
+			}
+		}
+		return false
+	})
+	if err := sv.PublishNow("preview"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the publish", func() bool {
+		for _, e := range f.events() {
+			if e.Kind == "publish.accepted" && e.Task == "preview" {
+				return true
+			}
+		}
+		return false
+	})
+	if got := git(t, f.repo.WorkTree, "show", "corral/head:notes.txt"); got != "draft" {
+		t.Errorf("head notes.txt = %q", got)
+	}
+	st := sv.State()
+	if st.Running != 1 {
+		t.Errorf("the persistent session stopped after publishing: %d running", st.Running)
+	}
+	if err := sv.PublishNow("nope"); err == nil {
+		t.Errorf("publishing an unknown task did not fail")
+	}
+}
+
+func TestOverlappingIntentsAreReportedAndSerialized(t *testing.T) {
+	f := newFixture(t)
+	sv := f.supervisor(supervisor.Admission{MaxRunning: 4, Overlap: "serialize"})
+	a := agentTask("a", "sleep.sh", "AGENT_STEPS=3")
+	b := agentTask("b", "sleep.sh", "AGENT_STEPS=3")
+	c := agentTask("c", "sleep.sh", "AGENT_STEPS=3")
+	a.Intent, b.Intent, c.Intent = []string{"src/**"}, []string{"src/*.go"}, []string{"README.md"}
+	if err := sv.AddTasks(a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	if !runToEnd(t, sv, 60*time.Second) {
+		t.Fatal("not all done")
+	}
+	overlap := false
+	live := map[string]bool{}
+	for _, e := range f.events() {
+		switch e.Kind {
+		case "intent.overlap":
+			overlap = overlap || (e.Task == "b" && strings.Contains(string(e.Data), `"with":"a"`))
+		case "session.started":
+			live[e.Task] = true
+			if live["a"] && live["b"] {
+				t.Errorf("a and b ran at once although their intents overlap under serialize")
+			}
+		case "session.exited":
+			delete(live, e.Task)
+		}
+	}
+	if !overlap {
+		t.Errorf("no intent.overlap event for b and a")
+	}
+}
