@@ -55,7 +55,7 @@ type Supervisor struct {
 	inbox   chan func()
 	wake    chan struct{}
 	started atomic.Bool
-	afterMu sync.Mutex // serializes direct calls once the loop has ended
+	stateMu sync.Mutex // held by the loop for each step, and by direct calls
 	loopWG  sync.WaitGroup
 	bgWG    sync.WaitGroup // session watchers and publishes
 	ctx     context.Context
@@ -213,29 +213,31 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		s.shutdown()
 	}()
 	if s.cfg.ResumeInterrupted {
-		for _, id := range s.order {
-			if s.tasks[id].State == TaskInterrupted {
-				if err := s.resumeTask(id); err != nil {
-					s.log.Error("resume", "task", id, "err", err)
+		s.locked(func() {
+			for _, id := range s.order {
+				if s.tasks[id].State == TaskInterrupted {
+					if err := s.resumeTask(id); err != nil {
+						s.log.Error("resume", "task", id, "err", err)
+					}
 				}
 			}
-		}
+		})
 	}
 	sample := time.NewTicker(s.cfg.SampleEvery)
 	defer sample.Stop()
 	admitTick := time.NewTicker(50 * time.Millisecond)
 	defer admitTick.Stop()
 	for {
-		s.admitNext()
+		s.locked(s.admitNext)
 		select {
 		case <-ctx.Done():
 			return nil
 		case fn := <-s.inbox:
-			fn()
+			s.locked(fn)
 		case <-s.wake:
 		case <-admitTick.C:
 		case <-sample.C:
-			s.sampleUsage()
+			s.locked(s.sampleUsage)
 		}
 	}
 }
@@ -289,11 +291,20 @@ func (s *Supervisor) finished() (finished, allDone bool) {
 	return finished, allDone
 }
 
-// call runs fn on the loop goroutine and waits. Before Run starts, or once it has
-// ended, nothing else touches the state, so fn runs directly.
+// locked runs fn holding the state lock. The loop holds it for each step, and calls
+// made before the loop runs (or after it ended) take it too, so a caller racing Run's
+// start cannot touch the state at the same time as the loop.
+func (s *Supervisor) locked(fn func()) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	fn()
+}
+
+// call runs fn on the loop goroutine and waits; before Run starts, or once it has
+// ended, it runs fn directly under the state lock.
 func (s *Supervisor) call(fn func()) {
 	if !s.started.Load() {
-		fn()
+		s.locked(fn)
 		return
 	}
 	done := make(chan struct{})
@@ -301,9 +312,7 @@ func (s *Supervisor) call(fn func()) {
 	case s.inbox <- func() { fn(); close(done) }:
 		<-done // the inbox is unbuffered: a received fn always runs
 	case <-s.closed:
-		s.afterMu.Lock()
-		defer s.afterMu.Unlock()
-		fn()
+		s.locked(fn)
 	}
 }
 
@@ -326,9 +335,9 @@ func (s *Supervisor) kick() {
 // shutdown stops what is still running: sessions become interrupted with their layers
 // kept, the pool's spares end, subscribers are told.
 func (s *Supervisor) shutdown() {
-	s.afterMu.Lock()
-	defer s.afterMu.Unlock()
-	close(s.closed) // from here, callers run directly (under afterMu) and watchers' news is dropped
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	close(s.closed) // from here, callers run directly (under stateMu) and watchers' news is dropped
 	for id, ls := range s.sessions {
 		ls.sb.Destroy(true)
 		s.finishSession(ls, SessionInterrupted, nil)
