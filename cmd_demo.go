@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"corral/store"
+	"corral/supervisor"
+)
+
+// demoFiles is the demo's sample shop and its plan; `corral demo` needs nothing else.
+//
+//go:embed all:testdata/demo
+var demoFiles embed.FS
+
+// runDemo is `corral demo [--headless] [--keep]`: build the sample shop in a temporary
+// directory and run its story — in the TUI, or headless with the demo script playing
+// the human.
+func runDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("demo", stderr)
+	headless := fs.Bool("headless", false, "run the story to completion without a terminal; the script plays the human")
+	keep := fs.Bool("keep", false, "keep the demo's repository (its path is printed) instead of removing it")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "corral-demo-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintf(stderr, "corral demo: the shop is in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	planPath, err := buildDemo(dir)
+	if err != nil {
+		return err
+	}
+	fl, err := openFleet(planPath, !*headless)
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	if !*headless {
+		return runTUIFleet(ctx, fl)
+	}
+	return runDemoHeadless(ctx, fl, stdout)
+}
+
+// buildDemo writes the embedded shop into dir/shop as a git repository with one commit
+// on main, and the plan beside it; it returns the plan's path.
+func buildDemo(dir string) (string, error) {
+	sub, err := fs.Sub(demoFiles, "testdata/demo")
+	if err != nil {
+		return "", err
+	}
+	if err := os.CopyFS(dir, sub); err != nil {
+		return "", fmt.Errorf("demo: write the shop: %w", err)
+	}
+	// Embedded files lose their mode bits; the agents are run by sh, the rest is text.
+	shop := filepath.Join(dir, "shop")
+	git := exec.Command("sh", "-c", "git init -q -b main && git add -A && git commit -q -m 'the shop before the fleet'")
+	git.Dir = shop
+	git.Env = append(os.Environ(), "GIT_AUTHOR_NAME=corral demo", "GIT_AUTHOR_EMAIL=demo@corral.local",
+		"GIT_COMMITTER_NAME=corral demo", "GIT_COMMITTER_EMAIL=demo@corral.local")
+	if out, err := git.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("demo: git init %s: %v: %s", shop, err, out)
+	}
+	return filepath.Join(dir, "plan.toml"), nil
+}
+
+// fleet is an opened plan: its database and a supervisor with the plan's tasks added.
+type fleet struct {
+	sv  *supervisor.Supervisor
+	db  *store.DB
+	log *os.File
+}
+
+func (f *fleet) Close() {
+	f.db.Close()
+	f.log.Close()
+}
+
+// openFleet opens a plan's fleet the way `corral run` does and adds the plan's tasks
+// it does not know yet. The TUI leaves interrupted sessions for the user to resume.
+func openFleet(planPath string, interactive bool) (*fleet, error) {
+	plan, repo, db, err := openPlanFleet(planPath, false)
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(repo.StateDir, "corral.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	sv, err := supervisor.New(supervisor.Config{
+		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: !interactive,
+		Log: slog.New(slog.NewTextHandler(logFile, nil)),
+	})
+	if err != nil {
+		db.Close()
+		logFile.Close()
+		return nil, err
+	}
+	known := map[string]bool{}
+	for _, t := range sv.State().Tasks {
+		known[t.ID] = true
+	}
+	var add []supervisor.Task
+	for _, t := range plan.Tasks {
+		if !known[t.ID] {
+			add = append(add, t)
+		}
+	}
+	if err := sv.AddTasks(add...); err != nil {
+		db.Close()
+		logFile.Close()
+		return nil, err
+	}
+	return &fleet{sv: sv, db: db, log: logFile}, nil
+}
