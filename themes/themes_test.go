@@ -1,0 +1,43 @@
+package themes
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestEmbeddedSkinsCoverEveryRole(t *testing.T) {
+	for _, name := range []string{"dark", "light", "high-contrast"} {
+		th, err := Load(name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range Roles {
+			if th.Color(r) == "" {
+				t.Errorf("%s: role %s has no colour", name, r)
+			}
+		}
+	}
+}
+
+func TestUserSkinOverridesAndErrorsNameTheLine(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "dark.theme"), []byte("# mine\nrunning = #010203\n"), 0o644)
+	th, err := Load("dark", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Color("running") != "#010203" || th.Color("done") == "" {
+		t.Fatalf("override not applied or base lost: %v", th.Colors)
+	}
+	os.WriteFile(filepath.Join(dir, "bad.theme"), []byte("runing = #010203\n"), 0o644)
+	if _, err := Load("bad", dir); err == nil || err.Error() != `theme bad:1: unknown role "runing"` {
+		t.Fatalf("err = %v", err)
+	}
+	if got := Names(dir); got[0] != "dark" || len(got) != 4 {
+		t.Fatalf("names %v", got)
+	}
+	if Plain().Color("running") != "" {
+		t.Fatal("plain has colour")
+	}
+}
