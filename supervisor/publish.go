@@ -1,15 +1,12 @@
 package supervisor
 
 import (
-	"bytes"
 	"fmt"
-	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
+	"corral/policies"
 	"corral/sandbox"
 )
 
@@ -20,6 +17,18 @@ const (
 	OutcomeRejected  = "rejected"
 	OutcomeEscalated = "escalated"
 	OutcomeEmpty     = "empty"
+	OutcomeDenied    = "denied" // an escalated publish a human turned down
+)
+
+// Conflict classes (Conflict.Class).
+const (
+	ConflictContent      = "content"       // both sides changed a text file and the merge clashed
+	ConflictModifyDelete = "modify-delete" // the session modified a path the head deleted
+	ConflictDeleteModify = "delete-modify" // the session deleted a path the head modified
+	ConflictAddAdd       = "add-add"       // both added the path with different content
+	ConflictBinary       = "binary"        // both changed a binary file
+	ConflictType         = "type"          // file/dir/symlink/mode disagree
+	ConflictProtected    = "protected"     // a reject rule or a refused path
 )
 
 // PublishRequest is a session's changeset offered to the shared head. Change sources
@@ -28,6 +37,10 @@ type PublishRequest struct {
 	Task    Task
 	Session Session
 	Changes sandbox.Changeset
+	// Pending, when set, is the commit an escalated publish left (the session's base
+	// plus its changes); Changes is then ignored. Approved lets escalated paths merge.
+	Pending  string
+	Approved bool
 }
 
 // PublishResult is what a publish did.
@@ -37,6 +50,17 @@ type PublishResult struct {
 	NewHead   string // head after, when it moved
 	Message   string
 	Conflicts []Conflict
+	Refused   []Refusal         // paths a changeset must never carry, with why
+	Moves     map[string]string // conflicting path → the head commit that last moved it
+	Merged    []string          // paths three-way merged or line-unioned
+	Escalated []string          // paths that hold the publish for a human
+	Pending   string            // escalated: commit of base + the session's changes, kept for approval
+}
+
+// Refusal is a path refused outright, before any merge is tried.
+type Refusal struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // Publisher integrates changesets onto the shared head, one at a time.
@@ -44,143 +68,126 @@ type Publisher interface {
 	Publish(PublishRequest) (PublishResult, error)
 }
 
-// GitPublisher lands a changeset as one commit on the head branch when nothing it
-// touches moved since its base, and rejects it whole otherwise: the head moves only by
-// compare-and-swap, so it is either before or after, never between. (Three-way merges,
-// typed conflict classes and path policies build on this in the publish engine.)
+// GitPublisher is the publish engine. For every changed path it compares the session's
+// base, the session's version (ours) and the current head (theirs): paths the head did
+// not touch take ours, text both sides changed is three-way merged, everything else is
+// a typed conflict that rejects the changeset whole. The new tree is built with git
+// plumbing against a temporary index — never a work tree — and the head moves only by
+// compare-and-swap (update-ref NEW OLD), so a crash leaves it before or after.
 type GitPublisher struct {
 	Repo    sandbox.Repo
 	HeadRef string
-	mu      sync.Mutex // publishes are serialized
+	Policy  policies.PathPolicy // zero value: the default rules
+	mu      sync.Mutex          // publishes are serialized
 }
 
 // Publish implements Publisher.
 func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ref := "refs/heads/" + g.HeadRef
-	out, err := g.Repo.Git("rev-parse", "--verify", ref)
-	if err != nil {
-		return PublishResult{}, fmt.Errorf("publish %s: read head: %w", req.Session.ID, err)
+	if g.Policy.Rules == nil {
+		g.Policy = policies.NewPathPolicy(nil)
 	}
-	head := strings.TrimSpace(out)
+	ref := "refs/heads/" + g.HeadRef
+	head, err := g.git(nil, nil, "rev-parse", "--verify", ref+"^{commit}")
+	if err != nil {
+		return PublishResult{}, fmt.Errorf("publish %s: read head %s: %w", req.Session.ID, g.HeadRef, err)
+	}
 	res := PublishResult{Head: head}
-	if len(req.Changes) == 0 {
+	base := req.Session.Base
+	var ours []oursEntry
+	if req.Pending != "" {
+		ours, err = g.pendingChanges(base, req.Pending)
+	} else {
+		if res.Refused = refusePaths(req.Changes, req.Task.EnvFiles); len(res.Refused) > 0 {
+			return refusedResult(res), nil
+		}
+		ours, err = g.hashChanges(req.Changes)
+	}
+	if err != nil {
+		return res, fmt.Errorf("publish %s: %w", req.Session.ID, err)
+	}
+	if len(ours) == 0 {
 		res.Outcome, res.Message = OutcomeEmpty, "no changes"
 		return res, nil
 	}
-	moved, err := g.movedSince(req.Session.Base, head)
+	plan, err := g.integrate(base, head, ours, req.Approved)
 	if err != nil {
 		return res, fmt.Errorf("publish %s: %w", req.Session.ID, err)
 	}
-	for _, c := range req.Changes {
-		if moved[c.Path] {
-			res.Conflicts = append(res.Conflicts, Conflict{Path: c.Path, Class: "content",
-				Base: req.Session.Base, Ours: req.Session.ID, Theirs: head})
+	res.Conflicts, res.Merged, res.Escalated = plan.conflicts, plan.merged, plan.escalated
+	switch {
+	case len(plan.conflicts) > 0:
+		if res.Moves, err = g.lastMoves(base, head, conflictPaths(plan.conflicts)); err != nil {
+			return res, fmt.Errorf("publish %s: %w", req.Session.ID, err)
 		}
-	}
-	if len(res.Conflicts) > 0 {
 		res.Outcome = OutcomeRejected
-		res.Message = fmt.Sprintf("%d path(s) moved on the head since %.12s", len(res.Conflicts), req.Session.Base)
+		res.Message = describeConflicts(plan.conflicts)
+		return res, nil
+	case len(plan.escalated) > 0:
+		// Keep the session's work as a commit on its base so a human's approval can
+		// re-run the publish against whatever the head is then, after the layer is gone.
+		if res.Pending, err = g.pendingCommit(req, base, ours); err != nil {
+			return res, fmt.Errorf("publish %s: %w", req.Session.ID, err)
+		}
+		res.Outcome = OutcomeEscalated
+		res.Message = "needs approval: both sides changed " + strings.Join(plan.escalated, ", ")
 		return res, nil
 	}
-	commit, err := g.commit(req, head)
+	outcome := OutcomeAccepted
+	if len(plan.merged) > 0 {
+		outcome = OutcomeMerged
+	}
+	commit, empty, err := g.commit(req, head, plan.final, outcome)
 	if err != nil {
 		return res, fmt.Errorf("publish %s: %w", req.Session.ID, err)
 	}
-	if _, err := g.Repo.Git("update-ref", "-m", "corral publish "+req.Session.ID, ref, commit, head); err != nil {
-		return res, fmt.Errorf("publish %s: move head: %w", req.Session.ID, err)
+	if empty {
+		res.Outcome, res.Message = OutcomeEmpty, "the head already has these changes"
+		return res, nil
 	}
-	res.Outcome, res.NewHead = OutcomeAccepted, commit
-	res.Message = fmt.Sprintf("%d path(s)", len(req.Changes))
+	if _, err := g.git(nil, nil, "update-ref", "-m", "corral publish "+req.Session.ID, ref, commit, head); err != nil {
+		return res, fmt.Errorf("publish %s: move head %.12s→%.12s: %w", req.Session.ID, head, commit, err)
+	}
+	res.Outcome, res.NewHead = outcome, commit
+	res.Message = fmt.Sprintf("%d path(s)", len(ours))
+	if len(plan.merged) > 0 {
+		res.Message += ", merged " + strings.Join(plan.merged, ", ")
+	}
 	return res, nil
 }
 
-// movedSince lists the paths the head changed since base.
-func (g *GitPublisher) movedSince(base, head string) (map[string]bool, error) {
-	moved := map[string]bool{}
-	if base == head {
-		return moved, nil
+func refusedResult(res PublishResult) PublishResult {
+	res.Outcome = OutcomeRejected
+	var msgs []string
+	for _, r := range res.Refused {
+		res.Conflicts = append(res.Conflicts, Conflict{Path: r.Path, Class: ConflictProtected})
+		msgs = append(msgs, r.Path+": "+r.Reason)
 	}
-	out, err := g.Repo.Git("diff", "--name-only", "--no-renames", "-z", base, head)
-	if err != nil {
-		return nil, fmt.Errorf("diff %.12s..%.12s: %w", base, head, err)
-	}
-	for _, p := range strings.Split(out, "\x00") {
-		if p != "" {
-			moved[p] = true
-		}
-	}
-	return moved, nil
+	res.Message = "refused: " + strings.Join(msgs, "; ")
+	return res
 }
 
-// commit builds the new tree against a temporary index (never a work tree) and
-// writes one attributable commit on top of head.
-func (g *GitPublisher) commit(req PublishRequest, head string) (string, error) {
-	idx, err := os.CreateTemp(g.Repo.StateDir, "publish-index-")
-	if err != nil {
-		return "", err
+func conflictPaths(cs []Conflict) []string {
+	var ps []string
+	for _, c := range cs {
+		ps = append(ps, c.Path)
 	}
-	idx.Close()
-	defer os.Remove(idx.Name())
-	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
-	if _, err := g.git(env, nil, "read-tree", head); err != nil {
-		return "", err
-	}
-	var info bytes.Buffer
-	for _, c := range req.Changes {
-		if c.Kind == sandbox.Deleted {
-			fmt.Fprintf(&info, "0 0000000000000000000000000000000000000000\t%s\x00", c.Path)
-			continue
-		}
-		sha, mode, err := g.hashChange(c)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(&info, "%s %s\t%s\x00", mode, sha, c.Path)
-	}
-	if _, err := g.git(env, info.Bytes(), "update-index", "-z", "--index-info"); err != nil {
-		return "", err
-	}
-	tree, err := g.git(env, nil, "write-tree")
-	if err != nil {
-		return "", err
-	}
-	msg := fmt.Sprintf("%s: %s\n\nCorral-Task: %s\nCorral-Session: %s\nCorral-Base: %s\nCorral-Outcome: %s\n",
-		req.Task.ID, firstLine(req.Task.Prompt), req.Task.ID, req.Session.ID, req.Session.Base, OutcomeAccepted)
-	author := []string{"GIT_AUTHOR_NAME=corral " + req.Task.ID, "GIT_AUTHOR_EMAIL=" + req.Task.ID + "@corral.local",
-		"GIT_COMMITTER_NAME=corral", "GIT_COMMITTER_EMAIL=corral@corral.local"}
-	return g.git(author, []byte(msg), "commit-tree", tree, "-p", head)
+	return ps
 }
 
-// hashChange writes a change's content as a blob and returns it with its git mode.
-func (g *GitPublisher) hashChange(c sandbox.Change) (sha, mode string, err error) {
-	if c.Mode&fs.ModeSymlink != 0 {
-		sha, err = g.git(nil, []byte(c.Link), "hash-object", "-w", "--stdin")
-		return sha, "120000", err
+// describeConflicts says, in one line, what rejected a publish.
+func describeConflicts(cs []Conflict) string {
+	byClass := map[string][]string{}
+	for _, c := range cs {
+		byClass[c.Class] = append(byClass[c.Class], c.Path)
 	}
-	mode = "100644"
-	if c.Mode&0o111 != 0 {
-		mode = "100755"
+	var parts []string
+	for class, ps := range byClass {
+		parts = append(parts, fmt.Sprintf("%s conflict on %s", class, strings.Join(ps, ", ")))
 	}
-	sha, err = g.git(nil, nil, "hash-object", "-w", "--no-filters", "--", c.Source)
-	return sha, mode, err
-}
-
-func (g *GitPublisher) git(env []string, stdin []byte, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"--git-dir", g.Repo.GitDir}, args...)...)
-	cmd.Dir = filepath.Dir(g.Repo.GitDir)
-	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), env...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(string(out)), nil
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
 }
 
 func firstLine(s string) string {

@@ -1,0 +1,272 @@
+package supervisor
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"corral/sandbox"
+)
+
+const zeroSHA = "0000000000000000000000000000000000000000"
+
+// hashChanges writes the changeset's contents as blobs — all regular files through one
+// `git hash-object --stdin-paths`, so a publish costs a handful of processes however
+// many paths it carries — and returns ours per path.
+func (g *GitPublisher) hashChanges(cs sandbox.Changeset) ([]oursEntry, error) {
+	out := make([]oursEntry, len(cs))
+	var files []int
+	var sources bytes.Buffer
+	for i, c := range cs {
+		out[i].path = c.Path
+		switch {
+		case c.Kind == sandbox.Deleted:
+		case c.Mode&fs.ModeSymlink != 0:
+			sha, err := g.git(nil, []byte(c.Link), "hash-object", "-w", "--stdin")
+			if err != nil {
+				return nil, fmt.Errorf("hash symlink %s: %w", c.Path, err)
+			}
+			out[i].e = entry{mode: "120000", sha: sha}
+		default:
+			if strings.ContainsAny(c.Source, "\n") {
+				return nil, fmt.Errorf("hash %s: source path %q has a newline", c.Path, c.Source)
+			}
+			mode := "100644"
+			if c.Mode&0o111 != 0 {
+				mode = "100755"
+			}
+			out[i].e.mode = mode
+			files = append(files, i)
+			sources.WriteString(c.Source + "\n")
+		}
+	}
+	if len(files) == 0 {
+		return out, nil
+	}
+	shas, err := g.git(nil, sources.Bytes(), "hash-object", "-w", "--no-filters", "--stdin-paths")
+	if err != nil {
+		return nil, fmt.Errorf("hash changeset: %w", err)
+	}
+	lines := strings.Split(shas, "\n")
+	if len(lines) != len(files) {
+		return nil, fmt.Errorf("hash changeset: %d ids for %d files", len(lines), len(files))
+	}
+	for j, i := range files {
+		out[i].e.sha = lines[j]
+	}
+	return out, nil
+}
+
+// pendingChanges reads ours back from an escalated publish's pending commit.
+func (g *GitPublisher) pendingChanges(base, pending string) ([]oursEntry, error) {
+	raw, err := g.git(nil, nil, "diff-tree", "-r", "-z", "--no-renames", base, pending)
+	if err != nil {
+		return nil, fmt.Errorf("read pending %.12s: %w", pending, err)
+	}
+	// -z raw format: ":oldmode newmode oldsha newsha status\0path\0" per path.
+	f := strings.Split(strings.TrimSuffix(raw, "\x00"), "\x00")
+	var out []oursEntry
+	for i := 0; i+1 < len(f); i += 2 {
+		meta := strings.Fields(strings.TrimPrefix(f[i], ":"))
+		if len(meta) < 5 {
+			return nil, fmt.Errorf("read pending %.12s: bad diff-tree line %q", pending, f[i])
+		}
+		o := oursEntry{path: f[i+1]}
+		if meta[3] != zeroSHA {
+			o.e = entry{mode: meta[1], sha: meta[3]}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// lsTree returns the entries of rev at exactly the given paths (directories as tree
+// entries, not their contents). Absent paths are absent from the map.
+func (g *GitPublisher) lsTree(rev string, paths []string) (map[string]entry, error) {
+	tree := map[string]entry{}
+	if len(paths) == 0 {
+		return tree, nil
+	}
+	// --literal-pathspecs: a changed path named "*.go" means that file, not a glob.
+	out, err := g.git([]string{"GIT_LITERAL_PATHSPECS=1"}, nil, append([]string{"ls-tree", "-t", "-z", "--full-tree", rev, "--"}, paths...)...)
+	if err != nil {
+		return nil, fmt.Errorf("ls-tree %.12s: %w", rev, err)
+	}
+	for _, line := range strings.Split(out, "\x00") {
+		meta, p, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(meta) // mode type sha
+		if len(f) == 3 {
+			tree[p] = entry{mode: f[0], sha: f[2]}
+		}
+	}
+	return tree, nil
+}
+
+// mergeBlobs three-way merges text blobs with git merge-file (git 2.39 has no
+// --object-id, so the three versions go through temporary files). class is
+// ConflictBinary or ConflictContent when they do not merge.
+func (g *GitPublisher) mergeBlobs(base, ours, theirs string, union bool) (sha, class string, err error) {
+	dir, err := os.MkdirTemp(g.Repo.StateDir, "merge-")
+	if err != nil {
+		return "", "", fmt.Errorf("merge: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	names := [3]string{}
+	for i, id := range []string{ours, base, theirs} {
+		var data []byte
+		if id != "" {
+			s, err := g.gitRaw(nil, nil, "cat-file", "blob", id)
+			if err != nil {
+				return "", "", fmt.Errorf("merge: read %.12s: %w", id, err)
+			}
+			data = s
+		}
+		// git's own test for binary: a NUL in the first 8000 bytes.
+		if bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
+			return "", ConflictBinary, nil
+		}
+		names[i] = filepath.Join(dir, []string{"ours", "base", "theirs"}[i])
+		if err := os.WriteFile(names[i], data, 0o600); err != nil {
+			return "", "", fmt.Errorf("merge: %w", err)
+		}
+	}
+	args := []string{"merge-file", "-p"}
+	if union {
+		args = append(args, "--union")
+	}
+	cmd := exec.Command("git", append(args, names[0], names[1], names[2])...)
+	merged, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() > 0 && ee.ExitCode() < 127 {
+			return "", ConflictContent, nil // exit code = number of clashing hunks
+		}
+		return "", "", fmt.Errorf("merge-file: %w", err)
+	}
+	sha, err = g.git(nil, merged, "hash-object", "-w", "--stdin")
+	return sha, "", err
+}
+
+// lastMoves finds, for each path, the newest commit in base..head that changed it.
+func (g *GitPublisher) lastMoves(base, head string, paths []string) (map[string]string, error) {
+	moves := map[string]string{}
+	if base == head || len(paths) == 0 {
+		return moves, nil
+	}
+	out, err := g.git([]string{"GIT_LITERAL_PATHSPECS=1"}, nil,
+		append(append([]string{"log", "--no-renames", "--format=@%H", "--name-only", "-z", base + ".." + head, "--"}, paths...), parentDirs(paths)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("log %.12s..%.12s: %w", base, head, err)
+	}
+	commit := ""
+	for _, tok := range strings.FieldsFunc(out, func(r rune) bool { return r == 0 || r == '\n' }) {
+		if strings.HasPrefix(tok, "@") && len(tok) == 41 {
+			commit = tok[1:]
+			continue
+		}
+		// A type conflict's path may be a parent or a child of what the head changed.
+		for _, p := range paths {
+			if _, seen := moves[p]; !seen && commit != "" && (tok == p || strings.HasPrefix(tok, p+"/") || strings.HasPrefix(p, tok+"/")) {
+				moves[p] = commit
+			}
+		}
+	}
+	return moves, nil
+}
+
+// writeTree applies ours on top of parent in a temporary index and writes the tree.
+func (g *GitPublisher) writeTree(parent string, ours []oursEntry) (string, error) {
+	idx, err := os.CreateTemp(g.Repo.StateDir, "publish-index-")
+	if err != nil {
+		return "", fmt.Errorf("temp index: %w", err)
+	}
+	idx.Close()
+	defer os.Remove(idx.Name())
+	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
+	if _, err := g.git(env, nil, "read-tree", parent); err != nil {
+		return "", err
+	}
+	var info bytes.Buffer
+	for _, o := range ours {
+		if !o.e.exists() {
+			fmt.Fprintf(&info, "0 %s\t%s\x00", zeroSHA, o.path)
+			continue
+		}
+		fmt.Fprintf(&info, "%s %s\t%s\x00", o.e.mode, o.e.sha, o.path)
+	}
+	if _, err := g.git(env, info.Bytes(), "update-index", "-z", "--index-info"); err != nil {
+		return "", err
+	}
+	return g.git(env, nil, "write-tree")
+}
+
+// commit writes one attributable commit of ours on top of head. empty: the tree
+// would not change.
+func (g *GitPublisher) commit(req PublishRequest, head string, ours []oursEntry, outcome string) (string, bool, error) {
+	tree, err := g.writeTree(head, ours)
+	if err != nil {
+		return "", false, err
+	}
+	headTree, err := g.git(nil, nil, "rev-parse", head+"^{tree}")
+	if err != nil {
+		return "", false, err
+	}
+	if tree == headTree {
+		return "", true, nil
+	}
+	msg := fmt.Sprintf("%s: %s\n\nCorral-Task: %s\nCorral-Session: %s\nCorral-Base: %s\nCorral-Outcome: %s\n",
+		req.Task.ID, firstLine(req.Task.Prompt), req.Task.ID, req.Session.ID, req.Session.Base, outcome)
+	commit, err := g.git(authorEnv(req.Task.ID), []byte(msg), "commit-tree", tree, "-p", head)
+	return commit, false, err
+}
+
+// pendingCommit records an escalated publish's work — base plus ours — as a commit
+// under refs/corral/escalated/, so it survives the session's layer and gc.
+func (g *GitPublisher) pendingCommit(req PublishRequest, base string, ours []oursEntry) (string, error) {
+	tree, err := g.writeTree(base, ours)
+	if err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("%s: %s (escalated)\n\nCorral-Task: %s\nCorral-Session: %s\nCorral-Base: %s\nCorral-Outcome: %s\n",
+		req.Task.ID, firstLine(req.Task.Prompt), req.Task.ID, req.Session.ID, base, OutcomeEscalated)
+	commit, err := g.git(authorEnv(req.Task.ID), []byte(msg), "commit-tree", tree, "-p", base)
+	if err != nil {
+		return "", err
+	}
+	if _, err := g.git(nil, nil, "update-ref", "refs/corral/escalated/"+req.Session.ID, commit); err != nil {
+		return "", err
+	}
+	return commit, nil
+}
+
+func authorEnv(task string) []string {
+	return []string{"GIT_AUTHOR_NAME=corral " + task, "GIT_AUTHOR_EMAIL=" + task + "@corral.local",
+		"GIT_COMMITTER_NAME=corral", "GIT_COMMITTER_EMAIL=corral@corral.local"}
+}
+
+func (g *GitPublisher) git(env []string, stdin []byte, args ...string) (string, error) {
+	out, err := g.gitRaw(env, stdin, args...)
+	return strings.TrimSpace(string(out)), err
+}
+
+func (g *GitPublisher) gitRaw(env []string, stdin []byte, args ...string) ([]byte, error) {
+	cmd := exec.Command("git", append([]string{"--git-dir", g.Repo.GitDir}, args...)...)
+	cmd.Dir = g.Repo.GitDir
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
