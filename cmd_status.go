@@ -108,12 +108,28 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(rep)
 	}
 	f := rep.Fleet
-	fmt.Fprintf(stdout, "fleet %s — %s\nbase %.12s (%s), head %s at %.12s; %s; %d events\n\n",
+	fmt.Fprintf(stdout, "fleet %s — %s\nbase %.12s (%s), head %s at %.12s; %s; %d events\n",
 		f.Name, f.Repo, f.Base, f.BaseRef, f.HeadRef, f.Head, summarizeTasks(rep.Tasks), rep.Events)
 	last := map[string]supervisor.Session{}
 	for _, s := range rep.Sessions {
 		last[s.Task] = s
 	}
+	// The fleet's totals against its budget: what live sessions reserve and use.
+	var resCPU, useCPU float64
+	var resMem, useMem int64
+	live := 0
+	for _, t := range rep.Tasks {
+		if s, ok := last[t.ID]; ok && s.State.Live() {
+			live++
+			resCPU, resMem = resCPU+t.CPU, resMem+t.Memory
+		}
+	}
+	for _, u := range rep.Usage {
+		useCPU, useMem = useCPU+u.CPUPercent/100, useMem+int64(u.Memory)
+	}
+	adm := f.Admission
+	fmt.Fprintf(stdout, "budget: %d of %d sessions; CPU %.2g reserved, %.2g used of %.2g; memory %s reserved, %s used of %s\n\n",
+		live, adm.MaxRunning, resCPU, useCPU, adm.CPU, policies.FormatSize(resMem), policies.FormatSize(useMem), policies.FormatSize(adm.Memory))
 	usage := map[string]supervisor.Usage{}
 	for _, u := range rep.Usage {
 		usage[u.Session] = u
