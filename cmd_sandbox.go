@@ -306,12 +306,9 @@ func terminalSize(f *os.File) (int, int) {
 func sandboxList(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sandbox ls", stderr)
 	repoDir := fs.String("repo", ".", "the git repository")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	repo, err := sandbox.OpenRepo(*repoDir)
+	repo, err := parseRepoFlags(fs, args, repoDir)
 	if err != nil {
-		return badInput("--repo: %v", err)
+		return err
 	}
 	metas, err := sandbox.ListSessions(repo)
 	if err != nil {
@@ -328,12 +325,9 @@ func sandboxList(args []string, stdout, stderr io.Writer) error {
 func sandboxReap(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sandbox reap", stderr)
 	repoDir := fs.String("repo", ".", "the git repository")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	repo, err := sandbox.OpenRepo(*repoDir)
+	repo, err := parseRepoFlags(fs, args, repoDir)
 	if err != nil {
-		return badInput("--repo: %v", err)
+		return err
 	}
 	// By hand, no session is live: this is the cleanup after a crashed supervisor.
 	rep, err := sandbox.Reap(repo, func(string) bool { return false })
@@ -345,12 +339,9 @@ func sandboxReap(args []string, stdout, stderr io.Writer) error {
 func sandboxDiscard(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sandbox discard", stderr)
 	repoDir := fs.String("repo", ".", "the git repository")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	repo, err := sandbox.OpenRepo(*repoDir)
+	repo, err := parseRepoFlags(fs, args, repoDir)
 	if err != nil {
-		return badInput("--repo: %v", err)
+		return err
 	}
 	if fs.NArg() == 0 {
 		return badInput("sandbox discard: name the session(s)")
@@ -368,12 +359,9 @@ func sandboxGC(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sandbox gc", stderr)
 	repoDir := fs.String("repo", ".", "the git repository")
 	keep := fs.Int("keep", 2, "keep this many most recent snapshots even if unused")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	repo, err := sandbox.OpenRepo(*repoDir)
+	repo, err := parseRepoFlags(fs, args, repoDir)
 	if err != nil {
-		return badInput("--repo: %v", err)
+		return err
 	}
 	snaps, err := sandbox.OpenSnapshots(repo)
 	if err != nil {
@@ -390,4 +378,16 @@ func sandboxGC(args []string, stdout, stderr io.Writer) error {
 	removed, err := snaps.Collect(func(c string) bool { return used[c] }, *keep)
 	fmt.Fprintf(stdout, "removed %d snapshot(s)\n", len(removed))
 	return err
+}
+
+// parseRepoFlags parses a subcommand's flags and opens the --repo they name.
+func parseRepoFlags(fs *flag.FlagSet, args []string, repoDir *string) (sandbox.Repo, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return sandbox.Repo{}, err
+	}
+	repo, err := sandbox.OpenRepo(*repoDir)
+	if err != nil {
+		return repo, badInput("--repo: %v", err)
+	}
+	return repo, nil
 }
