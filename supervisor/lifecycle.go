@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/template"
@@ -21,6 +20,7 @@ func (s *Supervisor) admitNext() {
 	if s.ctx != nil && s.ctx.Err() != nil {
 		return
 	}
+	s.adoptDecisions()
 	live := map[string]bool{}
 	for _, ls := range s.sessions {
 		live[ls.rec.Task] = true
@@ -92,6 +92,9 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 	if resume != nil {
 		cfg.AdoptLayer = resume.Layer
 	}
+	if p := s.conflictView(id); fileExists(p) {
+		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
+	}
 	sb, err := sandbox.StartSession(cfg)
 	if err != nil {
 		return fail(err)
@@ -137,8 +140,11 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 // agentCommand renders the task's agent template and its environment.
 func (s *Supervisor) agentCommand(t *Task, session string) ([]string, []string, error) {
 	conflict := ""
-	if p := filepath.Join(s.repo.StateDir, "conflicts", t.ID+".json"); fileExists(p) {
-		conflict = p
+	if p := s.conflictFile(t.ID); fileExists(p) {
+		var err error
+		if conflict, err = s.exposeConflict(p, session); err != nil {
+			return nil, nil, fmt.Errorf("task %s: %w", t.ID, err)
+		}
 	}
 	tmpl, err := template.New(t.ID).Option("missingkey=error").Parse(t.Agent)
 	if err != nil {
@@ -246,14 +252,21 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 		t.State, t.Reason = TaskInbox, "publish escalated: "+res.Message
 	default:
 		if final {
-			s.recordPublish(t, p, res.Conflicts)
-			s.failAttempt(t, ls.rec.ID, "publish rejected: "+res.Message)
+			s.resolveMovedBy(res.Conflicts, res.Moves)
+			p.ID = s.recordPublish(t, p, res.Conflicts)
+			if err := s.writeConflictReport(p, res, res.Conflicts, t.Attempts); err != nil {
+				s.log.Error("write conflict report", "task", t.ID, "err", err)
+			}
+			s.rejectAttempt(t, ls.rec.ID, "publish rejected: "+res.Message)
 			return
 		}
 		t.State = TaskRunning
 	}
-	s.recordPublish(t, p, res.Conflicts)
+	s.resolveMovedBy(res.Conflicts, res.Moves)
+	p.ID = s.recordPublish(t, p, res.Conflicts)
 	if t.State == TaskDone {
+		// The conflict report served its retry; a later run of the task starts clean.
+		os.Remove(s.conflictFile(t.ID))
 		s.saveTask(t, Event{Kind: EvTaskDone, Task: t.ID, Session: ls.rec.ID})
 	}
 	s.kick()
@@ -261,9 +274,11 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 
 // recordPublish stores a publish with its conflicts, the task and the fleet's head,
 // and emits publish.<outcome>.
-func (s *Supervisor) recordPublish(t *Task, p Publish, conflicts []Conflict) {
+func (s *Supervisor) recordPublish(t *Task, p Publish, conflicts []Conflict) int64 {
+	var id int64
 	_, err := s.commit(func(tx Tx) error {
-		id, err := tx.AddPublish(p)
+		var err error
+		id, err = tx.AddPublish(p)
 		if err != nil {
 			return err
 		}
@@ -286,6 +301,7 @@ func (s *Supervisor) recordPublish(t *Task, p Publish, conflicts []Conflict) {
 	if err != nil {
 		s.log.Error("record publish", "task", t.ID, "err", err)
 	}
+	return id
 }
 
 // failAttempt retries the task if it has retries left, else fails it.
@@ -303,6 +319,7 @@ func (s *Supervisor) failAttempt(t *Task, session, reason string) {
 
 // finishSession records a session's end and releases its leases.
 func (s *Supervisor) finishSession(ls *liveSession, state SessionState, code *int) {
+	os.Remove(s.conflictView(ls.rec.ID))
 	ls.rec.State, ls.rec.ExitCode, ls.rec.Ended, ls.rec.Pid = state, code, s.now(), 0
 	_, err := s.commit(func(tx Tx) error {
 		for _, lid := range ls.leases {

@@ -1,0 +1,8 @@
+#!/bin/sh
+# A scripted agent that bumps one dependency ($DEP to $VERSION) in the lockfile
+# (go.sum) and adds a source file of its own.
+set -e
+sed -i "s|^$DEP .*|$DEP $VERSION|" go.sum
+mkdir -p "src/$CORRAL_TASK"
+echo "package $CORRAL_TASK" > "src/$CORRAL_TASK/$CORRAL_TASK.go"
+sleep "${AGENT_SLEEP:-0}"
