@@ -82,9 +82,10 @@ func buildDemo(dir string) (string, error) {
 
 // fleet is an opened plan: its database and a supervisor with the plan's tasks added.
 type fleet struct {
-	sv  *supervisor.Supervisor
-	db  *store.DB
-	log *os.File
+	sv           *supervisor.Supervisor
+	db           *store.DB
+	log          *os.File
+	defaultAgent string // for tasks added by hand in the TUI
 }
 
 func (f *fleet) Close() {
@@ -128,5 +129,9 @@ func openFleet(planPath string, interactive bool) (*fleet, error) {
 		logFile.Close()
 		return nil, err
 	}
-	return &fleet{sv: sv, db: db, log: logFile}, nil
+	fl := &fleet{sv: sv, db: db, log: logFile, defaultAgent: `claude -p "$CORRAL_PROMPT"`}
+	if len(plan.Tasks) > 0 {
+		fl.defaultAgent = plan.Tasks[0].Agent
+	}
+	return fl, nil
 }

@@ -3,9 +3,270 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"corral/supervisor"
+	"corral/themes"
+	"corral/tui"
 )
 
-// runTUIFleet opens the TUI on a fleet until the user quits.
+// runTUI is `corral tui PLAN`: open the plan's fleet in the terminal UI.
+func runTUI(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("tui", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return badInput("tui: want one PLAN file")
+	}
+	fl, err := openFleet(fs.Arg(0), true)
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	return runTUIFleet(context.Background(), fl)
+}
+
+// runTUIFleet runs the supervisor and the TUI together until the user quits; the
+// supervisor then stops what still runs, keeping its layers (Run's contract).
 func runTUIFleet(ctx context.Context, fl *fleet) error {
-	return errors.New("the TUI is not built yet; add --headless")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- fl.sv.Run(ctx) }()
+
+	model := tui.New(&tuiBackend{fl: fl}, tui.Options{Theme: pickTheme(), SkinDir: skinDir()})
+	p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(30))
+	_, err := p.Run()
+	model.Close()
+	cancel()
+	if rerr := <-runErr; rerr != nil && err == nil {
+		err = rerr
+	}
+	if errors.Is(err, tea.ErrProgramKilled) || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// pickTheme honours NO_COLOR, then CORRAL_THEME, then the dark skin.
+func pickTheme() themes.Theme {
+	if os.Getenv("NO_COLOR") != "" {
+		return themes.Plain()
+	}
+	name := os.Getenv("CORRAL_THEME")
+	th, err := themes.Load(name, skinDir())
+	if err != nil {
+		th, _ = themes.Load("dark", "")
+	}
+	return th
+}
+
+// skinDir is where a user's skins live: $XDG_CONFIG_HOME/corral/skins.
+func skinDir() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "corral", "skins")
+}
+
+// tuiBackend adapts the supervisor and its store to what the TUI reads and does, so
+// the tui package sees neither.
+type tuiBackend struct {
+	fl           *fleet
+	eventsLoaded bool
+}
+
+func (b *tuiBackend) Subscribe() (<-chan tui.Event, func()) {
+	src, unsub := b.fl.sv.Subscribe(1024)
+	out := make(chan tui.Event, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		for e := range src {
+			select {
+			case out <- tuiEvent(e):
+			case <-done:
+				return
+			default: // the UI is behind: drop, the next snapshot catches up
+			}
+		}
+	}()
+	return out, func() {
+		unsub()
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+	}
+}
+
+func tuiEvent(e supervisor.Event) tui.Event {
+	return tui.Event{Seq: e.Seq, Time: e.Time.Local(), Kind: e.Kind, Task: e.Task, Session: e.Session, Data: string(e.Data)}
+}
+
+func (b *tuiBackend) Output(session string) (tui.Output, bool) {
+	ring, ok := b.fl.sv.SessionOutput(session)
+	if !ok {
+		return nil, false
+	}
+	return ring, true
+}
+
+func (b *tuiBackend) Input(session string) (io.Writer, bool) { return b.fl.sv.SessionInput(session) }
+
+func (b *tuiBackend) Act(a tui.Action) error {
+	sv := b.fl.sv
+	var err error
+	switch a.Verb {
+	case tui.VerbPause:
+		err = sv.Pause(a.Task)
+	case tui.VerbResume:
+		err = sv.Resume(a.Task)
+	case tui.VerbDiscard:
+		err = sv.Discard(a.Task)
+	case tui.VerbKill:
+		err = sv.Kill(a.Task)
+	case tui.VerbRetry:
+		err = sv.Retry(a.Task)
+	case tui.VerbPublish:
+		err = sv.PublishNow(a.Task)
+	case tui.VerbApprove:
+		ap, ok := any(sv).(interface{ Approve(int64) error })
+		if !ok {
+			return fmt.Errorf("%w: this build has no approvals yet", tui.ErrNotApplicable)
+		}
+		err = ap.Approve(a.Publish)
+	case tui.VerbDeny:
+		dn, ok := any(sv).(interface{ Deny(int64, string) error })
+		if !ok {
+			return fmt.Errorf("%w: this build has no approvals yet", tui.ErrNotApplicable)
+		}
+		err = dn.Deny(a.Publish, a.Reason)
+	case tui.VerbAdd:
+		err = sv.AddTasks(supervisor.Task{ID: a.Task, Prompt: a.Reason, Agent: b.fl.defaultAgent, Retries: 1})
+	default:
+		return fmt.Errorf("unknown action %q", a.Verb)
+	}
+	if errors.Is(err, supervisor.ErrNotApplicable) {
+		return fmt.Errorf("%w: %s", tui.ErrNotApplicable, strings.TrimPrefix(err.Error(), supervisor.ErrNotApplicable.Error()+": "))
+	}
+	return err
+}
+
+// Snapshot gathers the fleet from the supervisor and the store's records.
+func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
+	st := b.fl.sv.State()
+	snap := tui.Snapshot{
+		Fleet: st.Fleet.Name, HeadRef: st.Fleet.HeadRef, Head: st.Fleet.Head,
+		CPUBudget: st.Fleet.Admission.CPU, MemBudget: st.Fleet.Admission.Memory,
+		ReservedCPU: st.ReservedCPU, ReservedMem: st.ReservedMemory,
+		Usage: map[string][]tui.UsagePoint{}, Taken: time.Now(),
+	}
+	var leases []supervisor.Lease
+	var pubs []supervisor.Publish
+	var approvals []supervisor.Approval
+	conflicts := map[int64][]supervisor.Conflict{}
+	since := time.Now().Add(-time.Minute)
+	err := b.fl.db.View(func(r supervisor.Reader) error {
+		var err error
+		if leases, err = r.Leases(true); err != nil {
+			return err
+		}
+		if pubs, err = r.Publishes(); err != nil {
+			return err
+		}
+		if approvals, err = r.Approvals(); err != nil {
+			return err
+		}
+		for _, p := range pubs {
+			if p.Outcome == supervisor.OutcomeRejected {
+				conflicts[p.ID], _ = r.Conflicts(p.ID)
+			}
+		}
+		for _, s := range st.Sessions {
+			us, _ := r.Usage(s.ID, since)
+			for _, u := range us {
+				snap.Usage[s.ID] = append(snap.Usage[s.ID], tui.UsagePoint{CPUPercent: u.CPUPercent, Memory: u.Memory})
+			}
+		}
+		if !b.eventsLoaded {
+			// The timeline starts with the recent past; live events follow.
+			evs, err := r.Events(0, 1<<20)
+			if err != nil {
+				return err
+			}
+			if len(evs) > 300 {
+				evs = evs[len(evs)-300:]
+			}
+			for _, e := range evs {
+				snap.Events = append(snap.Events, tuiEvent(e))
+			}
+			b.eventsLoaded = true
+		}
+		return nil
+	})
+	if err != nil {
+		return snap, err
+	}
+	decided := map[int64]string{}
+	for _, a := range approvals {
+		decided[a.Publish] = a.Decision
+	}
+	live := map[string]supervisor.Session{}
+	for _, s := range st.Sessions {
+		live[s.Task] = s
+	}
+	lastPub := map[string]supervisor.Publish{}
+	for _, p := range pubs {
+		lastPub[p.Task] = p
+		tp := tui.Publish{ID: p.ID, Task: p.Task, Session: p.Session, Outcome: p.Outcome, Head: p.Head,
+			NewHead: p.NewHead, Message: p.Message, Paths: p.Paths, Time: p.Time, Decided: decided[p.ID]}
+		for _, c := range conflicts[p.ID] {
+			tp.Conflicts = append(tp.Conflicts, tui.Conflict{Path: c.Path, Class: c.Class, MovedBy: c.MovedBy})
+		}
+		snap.Publishes = append(snap.Publishes, tp)
+	}
+	for _, l := range leases {
+		snap.Leases = append(snap.Leases, tui.Lease{Port: l.Port, Endpoint: l.Endpoint, Task: l.Task, Session: l.Session, Since: l.Start})
+	}
+	for _, t := range st.Tasks {
+		row := tui.TaskRow{ID: t.ID, State: string(t.State), Reason: t.Reason, Lifetime: string(t.Lifetime),
+			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base}
+		if s, ok := live[t.ID]; ok {
+			row.Session, row.Base = s.ID, s.Base
+			u := st.Usage[s.ID]
+			row.CPUPercent, row.Memory, row.OOMKills, row.Throttled = u.CPUPercent, u.Memory, u.OOMKills, u.Throttled
+			for _, l := range leases {
+				if l.Session == s.ID {
+					row.Ports = append(row.Ports, fmt.Sprintf("%d→%s", l.Port, l.Endpoint))
+				}
+			}
+		}
+		if p, ok := lastPub[t.ID]; ok {
+			row.LastPublish = p.Outcome
+		}
+		snap.Tasks = append(snap.Tasks, row)
+		switch t.State {
+		case supervisor.TaskInbox:
+			item := tui.InboxItem{Task: t.ID, What: t.Reason}
+			if p, ok := lastPub[t.ID]; ok && p.Outcome == supervisor.OutcomeEscalated && decided[p.ID] == "" {
+				item.Publish, item.Paths = p.ID, p.Paths
+				item.What = "escalated publish waits for approval (a approves, d denies): " + p.Message
+			}
+			snap.Inbox = append(snap.Inbox, item)
+		case supervisor.TaskInterrupted:
+			snap.Inbox = append(snap.Inbox, tui.InboxItem{Task: t.ID, What: "interrupted: p resumes it over its kept layer"})
+		}
+	}
+	return snap, nil
 }

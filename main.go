@@ -44,6 +44,7 @@ func commands() []command {
 		{"plan", "check a plan file: plan check PLAN", runPlan},
 		{"doctor", "report what this host can isolate (--json for machines)", runDoctor},
 		{"sandbox", "run one command in a sandbox by hand: sandbox run --repo DIR -- CMD…", runSandbox},
+		{"tui", "open a plan's fleet in the terminal UI: tui PLAN", runTUI},
 		{"demo", "run the sample shop's story with scripted agents: demo [--headless]", runDemo},
 		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox", runBench},
 	}

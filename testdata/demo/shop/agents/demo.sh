@@ -10,17 +10,18 @@ pricing)
   sed -i 's/FreeShippingThreshold = 50/FreeShippingThreshold = 60/' pricing/shipping.go
   say "done" ;;
 checkout)
-  # Changes the same threshold line as pricing, from the same base: one of the two is
-  # rejected whole and retried at the new head, where the line already says 60.
-  say "checkout wants free shipping from 60 too"
+  # Changes the same threshold line as pricing, from the same base, to another value:
+  # the later publish is rejected whole and retried at the new head, where the line no
+  # longer says 50 and the agent leaves it alone.
+  say "checkout wants free shipping from 55"
   sleep 2
-  sed -i 's/FreeShippingThreshold = 50/FreeShippingThreshold = 60/' pricing/shipping.go
+  sed -i 's/FreeShippingThreshold = 50/FreeShippingThreshold = 55/' pricing/shipping.go
   grep -q tax checkout/summary.go || sed -i 's|return fmt.Sprintf("subtotal|// tax is included in the subtotal (VAT 20%)\n\treturn fmt.Sprintf("subtotal|' checkout/summary.go
   say "tax line added to the summary (attempt ${CORRAL_SESSION##*-})" ;;
 lockfile)
-  say "bumping money to 2.2.0"
-  sed -i 's/money 2.1.4 sha256-9d02aa/money 2.2.0 sha256-77e1c3/' shop.lock
-  say "lockfile changed: a human approves this one" ;;
+  say "bumping example.com/money to v2.2.0"
+  sed -i 's/v2.1.4 h1:9d02aa/v2.2.0 h1:77e1c3/' go.sum
+  say "go.sum changed: lockfiles wait for a human's approval" ;;
 changelog)
   say "writing the changelog"
   echo "- Free shipping from 60 euros" >> CHANGELOG.md ;;

@@ -1,0 +1,148 @@
+package tui
+
+import (
+	"io"
+	"time"
+)
+
+// Backend is what the TUI needs of a running fleet. main adapts the supervisor to it,
+// which keeps this package free of the store and the sandbox (DESIGN.md's import
+// rule) and lets tests drive the UI with a hand-built fleet. Every method may block
+// briefly, so the TUI calls them only from commands, never from Update.
+type Backend interface {
+	// Snapshot is a consistent picture of the fleet for every pane.
+	Snapshot() (Snapshot, error)
+	// Subscribe returns live events; a slow reader loses some (the next snapshot
+	// catches up), it never slows the fleet.
+	Subscribe() (<-chan Event, func())
+	// Output is a live session's terminal output ring.
+	Output(session string) (Output, bool)
+	// Input is a live session's terminal keyboard.
+	Input(session string) (io.Writer, bool)
+	// Act performs a user action. An error wrapping a "not applicable" reason is shown
+	// as why the key does not apply.
+	Act(Action) error
+}
+
+// Output is a session's terminal output: bytes after an offset, and a signal when new
+// bytes arrive.
+type Output interface {
+	Since(int64) ([]byte, int64)
+	Changed() <-chan struct{}
+}
+
+// Verb names a user action.
+type Verb string
+
+const (
+	VerbPause   Verb = "pause"
+	VerbResume  Verb = "resume"
+	VerbDiscard Verb = "discard"
+	VerbKill    Verb = "kill"
+	VerbRetry   Verb = "retry"
+	VerbPublish Verb = "publish now"
+	VerbApprove Verb = "approve"
+	VerbDeny    Verb = "deny"
+	VerbAdd     Verb = "add task"
+)
+
+// Action is one user action on a task or a publish.
+type Action struct {
+	Verb    Verb
+	Task    string
+	Publish int64
+	Reason  string // deny's reason; add's prompt
+}
+
+// Snapshot is the fleet as the panes show it.
+type Snapshot struct {
+	Fleet       string
+	HeadRef     string
+	Head        string
+	CPUBudget   float64 // cores the fleet may reserve (0: the host's)
+	MemBudget   int64
+	ReservedCPU float64
+	ReservedMem int64
+	Tasks       []TaskRow
+	Leases      []Lease
+	Publishes   []Publish
+	Usage       map[string][]UsagePoint // by session, oldest first
+	Inbox       []InboxItem
+	Events      []Event // recent, oldest first
+	Taken       time.Time
+}
+
+// TaskRow is one task with its live session's figures.
+type TaskRow struct {
+	ID          string
+	State       string
+	Reason      string
+	Lifetime    string
+	Attempt     int
+	Session     string // live session, "" when none
+	Base        string
+	CPUPercent  float64
+	CPULimit    float64
+	Memory      uint64
+	MemLimit    int64
+	OOMKills    uint64
+	Throttled   time.Duration
+	Ports       []string // "4173→127.0.0.1:41234"
+	LastPublish string
+	Since       time.Time // when it entered its state
+}
+
+// Lease is a port held by a session.
+type Lease struct {
+	Port     int
+	Endpoint string
+	Task     string
+	Session  string
+	Since    time.Time
+}
+
+// Publish is a publish outcome; a rejected one carries its conflicts.
+type Publish struct {
+	ID        int64
+	Task      string
+	Session   string
+	Outcome   string
+	Head      string
+	NewHead   string
+	Message   string
+	Paths     []string
+	Conflicts []Conflict
+	Time      time.Time
+	Decided   string // approve/deny once a human decided an escalation
+}
+
+// Conflict is one reason a publish was rejected.
+type Conflict struct {
+	Path    string
+	Class   string
+	MovedBy int64
+}
+
+// UsagePoint is one telemetry sample.
+type UsagePoint struct {
+	CPUPercent float64
+	Memory     uint64
+}
+
+// InboxItem is something waiting on a human.
+type InboxItem struct {
+	Task    string
+	Publish int64 // an escalated publish to approve or deny; 0 otherwise
+	What    string
+	Paths   []string
+}
+
+// Event is one fleet event, for the timeline.
+type Event struct {
+	Seq     int64
+	Time    time.Time
+	Kind    string
+	Task    string
+	Session string
+	Data    string
+}

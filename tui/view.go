@@ -1,0 +1,207 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// Layout: the header on top, then on a wide screen the tasks and the session on the
+// left and the five side panes stacked on the right; on a narrow one the tasks over
+// whichever pane has focus (the session while the tasks have it). A status line and
+// the help bar close the screen.
+
+const headerHeight = 2
+
+// paneBox is where a pane is drawn.
+type paneBox struct {
+	pane         int
+	x, y, w, h   int
+	column, slot int
+}
+
+func (m *Model) footerHeight() int {
+	if m.fullHelp {
+		return 1 + 7
+	}
+	return 2
+}
+
+// boxes computes where each visible pane goes.
+func (m *Model) boxes() [][]paneBox {
+	body := m.height - headerHeight - m.footerHeight()
+	if body < 6 || m.width < 20 {
+		return nil
+	}
+	if !m.wide() {
+		top := max(5, body/2)
+		return [][]paneBox{{{pane: 0, w: m.width, h: top}, {pane: m.bottomPane(), w: m.width, h: body - top}}}
+	}
+	leftW := m.width * 3 / 5
+	top := body / 2
+	left := []paneBox{{pane: 0, w: leftW, h: top}, {pane: 1, w: leftW, h: body - top}}
+	var right []paneBox
+	n := len(m.panes) - 2
+	for i := 0; i < n; i++ {
+		h := body / n
+		if i == n-1 {
+			h = body - (n-1)*(body/n)
+		}
+		right = append(right, paneBox{pane: i + 2, w: m.width - leftW, h: h})
+	}
+	return [][]paneBox{left, right}
+}
+
+// layout hands each visible pane its inner size (inside the border, under the title).
+func (m *Model) layout() {
+	for _, col := range m.boxes() {
+		for _, b := range col {
+			m.panes[b.pane].SetSize(b.w-2, b.h-3)
+		}
+	}
+	m.help.SetWidth(m.width)
+}
+
+// View composes cached pane renderings; it builds no styles and reads nothing.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "corral — " + m.snap.Fleet
+	return v
+}
+
+// render is the whole screen as a string, for View and the golden tests.
+func (m *Model) render() string {
+	if m.width == 0 {
+		return "starting…"
+	}
+	if m.attached != "" {
+		return m.renderAttached()
+	}
+	var cols []string
+	for _, col := range m.boxes() {
+		var cells []string
+		for _, b := range col {
+			p := m.panes[b.pane]
+			cells = append(cells, m.box(p.Title(), p.View(b.pane == m.focus), b.w, b.h, b.pane == m.focus))
+		}
+		cols = append(cols, lipgloss.JoinVertical(lipgloss.Left, cells...))
+	}
+	body := lipgloss.JoinHorizontal(lipgloss.Top, cols...)
+	parts := []string{m.header(), body, m.statusLine()}
+	if m.fullHelp {
+		parts = append(parts, m.help.FullHelpView(m.keys.FullHelp()))
+	} else {
+		parts = append(parts, m.help.ShortHelpView(m.keys.ShortHelp()))
+	}
+	return clipScreen(strings.Join(parts, "\n"), m.width, m.height)
+}
+
+// box draws a bordered pane with its title inside, content fitted to the box exactly.
+func (m *Model) box(title, content string, w, h int, focused bool) string {
+	st := m.styles
+	frame, ts := st.Box, st.Title
+	if focused {
+		frame, ts = st.BoxFocus, st.TitleFocus
+	}
+	iw, ih := w-2, h-2
+	if iw < 1 || ih < 1 {
+		return ""
+	}
+	lines := append([]string{ts.Render(ansi.Truncate(title, iw, "…"))}, strings.Split(content, "\n")...)
+	if len(lines) > ih {
+		lines = lines[:ih]
+	}
+	for len(lines) < ih {
+		lines = append(lines, "")
+	}
+	for i, l := range lines {
+		lines[i] = padTo(l, iw)
+	}
+	return frame.Render(strings.Join(lines, "\n"))
+}
+
+// padTo makes a styled line exactly w cells wide.
+func padTo(l string, w int) string {
+	n := ansi.StringWidth(l)
+	if n > w {
+		return ansi.Truncate(l, w, "")
+	}
+	return l + strings.Repeat(" ", w-n)
+}
+
+func clipScreen(s string, w, h int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		if ansi.StringWidth(l) > w {
+			lines[i] = ansi.Truncate(l, w, "")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// header is the fleet at a glance: head, counts, budget gauges, the inbox.
+func (m *Model) header() string {
+	st, s := m.styles, &m.snap
+	counts := map[string]int{}
+	var cpuUsed float64
+	var memUsed int64
+	for _, t := range s.Tasks {
+		counts[t.State]++
+		cpuUsed += t.CPUPercent / 100
+		memUsed += int64(t.Memory)
+	}
+	line1 := st.Header.Render("corral ") + st.Title.Render(s.Fleet) +
+		st.Muted.Render(fmt.Sprintf("  head %s %s", s.HeadRef, short(s.Head)))
+	if n := len(s.Inbox); n > 0 {
+		line1 += "  " + st.State("inbox").Render(fmt.Sprintf("⚑ inbox %d", n))
+	} else {
+		line1 += st.Muted.Render("  inbox 0")
+	}
+	var c strings.Builder
+	for _, k := range []string{"running", "paused", "queued", "publishing", "done", "failed", "inbox"} {
+		if counts[k] > 0 || k == "running" || k == "queued" || k == "done" || k == "paused" {
+			c.WriteString(st.State(k).Render(fmt.Sprintf("%d %s", counts[k], k)) + "  ")
+		}
+	}
+	cpuStyle := st.Gauge
+	if s.CPUBudget > 0 && s.ReservedCPU > s.CPUBudget {
+		cpuStyle = st.GaugeOver
+	}
+	gw := 10
+	if m.width < 100 {
+		gw = 5
+	}
+	gauges := st.Text.Render("CPU ") + cpuStyle.Render(gauge(cpuUsed, s.CPUBudget, gw)) +
+		st.Muted.Render(fmt.Sprintf(" %.1f/%s  ", cpuUsed, cores(s.CPUBudget))) +
+		st.Text.Render("MEM ") + st.Gauge.Render(gauge(float64(memUsed), float64(s.MemBudget), gw)) +
+		st.Muted.Render(fmt.Sprintf(" %s/%s", bytesH(memUsed), bytesH(s.MemBudget)))
+	return padTo(line1, m.width) + "\n" + padTo(c.String()+gauges, m.width)
+}
+
+func (m *Model) statusLine() string {
+	st := m.styles
+	if m.dialog != nil {
+		if m.dialog.kind == dlgConfirm || m.dialog.kind == dlgQuit {
+			return padTo(st.Warn.Render(m.dialog.prompt), m.width)
+		}
+		return padTo(m.dialog.input.View(), m.width)
+	}
+	if m.statusErr {
+		return padTo(st.Error.Render(m.status), m.width)
+	}
+	return padTo(st.Muted.Render(m.status), m.width)
+}
+
+// renderAttached is the full-screen terminal of the attached session.
+func (m *Model) renderAttached() string {
+	st := m.styles
+	bar := st.Warn.Render(fmt.Sprintf(" attached to %s — typing goes to the agent; ctrl+] detaches ", m.attached))
+	return padTo(bar, m.width) + "\n" + m.session.tail(m.width, m.height-1)
+}
