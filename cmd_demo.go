@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"corral/store"
@@ -41,7 +42,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	planPath, err := buildDemo(dir)
+	planPath, err := buildDemo(dir, !*headless)
 	if err != nil {
 		return err
 	}
@@ -59,8 +60,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 }
 
 // buildDemo writes the embedded shop into dir/shop as a git repository with one commit
-// on main, and the plan beside it; it returns the plan's path.
-func buildDemo(dir string) (string, error) {
+// on main, and the plan beside it; it returns the plan's path. In the TUI the agents
+// work at a human pace, so there is time to watch, pause and attach.
+func buildDemo(dir string, humanPace bool) (string, error) {
 	sub, err := fs.Sub(demoFiles, "testdata/demo")
 	if err != nil {
 		return "", err
@@ -77,7 +79,19 @@ func buildDemo(dir string) (string, error) {
 	if out, err := git.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("demo: git init %s: %v: %s", shop, err, out)
 	}
-	return filepath.Join(dir, "plan.toml"), nil
+	plan := filepath.Join(dir, "plan.toml")
+	if humanPace {
+		data, err := os.ReadFile(plan)
+		if err != nil {
+			return "", err
+		}
+		slow := strings.Replace(string(data), `agent = "sh agents/demo.sh"`,
+			`agent = "DEMO_TICK=2 DEMO_STEPS=90 DEMO_BURN=60 sh agents/demo.sh"`, 1)
+		if err := os.WriteFile(plan, []byte(slow), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return plan, nil
 }
 
 // fleet is an opened plan: its database and a supervisor with the plan's tasks added.

@@ -70,6 +70,7 @@ func New(b Backend, opts Options) *Model {
 		}
 	}
 	m.evCh, m.unsub = b.Subscribe()
+	m.refresh() // panes always have data, empty until the first snapshot
 	return m
 }
 

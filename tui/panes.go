@@ -90,6 +90,9 @@ func (p *listPane) Update(msg tea.Msg) tea.Cmd {
 }
 
 func (p *listPane) View(focused bool) string {
+	if p.data == nil {
+		return ""
+	}
 	if len(p.rows) == 0 {
 		return p.data.styles.Muted.Render(fit("nothing yet", p.w))
 	}

@@ -14,7 +14,7 @@ checkout)
   # the later publish is rejected whole and retried at the new head, where the line no
   # longer says 50 and the agent leaves it alone.
   say "checkout wants free shipping from 55"
-  sleep 2
+  say "reading checkout/summary.go"; say "thinking about tax"; say "thinking about shipping"; say "still thinking"
   sed -i 's/FreeShippingThreshold = 50/FreeShippingThreshold = 55/' pricing/shipping.go
   grep -q tax checkout/summary.go || sed -i 's|return fmt.Sprintf("subtotal|// tax is included in the subtotal (VAT 20%)\n\treturn fmt.Sprintf("subtotal|' checkout/summary.go
   say "tax line added to the summary (attempt ${CORRAL_SESSION##*-})" ;;
