@@ -42,7 +42,7 @@ func DefaultKeyMap() KeyMap {
 
 // ShortHelp is the help bar.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Pause, k.Attach, k.Approve, k.Deny, k.Tab, k.Filter, k.Help, k.Quit}
+	return []key.Binding{k.Help, k.Quit, k.Pause, k.Attach, k.Approve, k.Deny, k.Tab, k.Filter}
 }
 
 // FullHelp is `?`.

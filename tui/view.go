@@ -164,10 +164,17 @@ func (m *Model) header() string {
 	} else {
 		line1 += st.Muted.Render("  inbox 0")
 	}
+	// A narrow screen shows only the states some task is in, so the gauges still fit.
+	narrow := m.width < 120
 	var c strings.Builder
 	for _, k := range []string{"running", "paused", "queued", "publishing", "done", "failed", "inbox"} {
-		if counts[k] > 0 || k == "running" || k == "queued" || k == "done" || k == "paused" {
-			c.WriteString(st.State(k).Render(fmt.Sprintf("%d %s", counts[k], k)) + "  ")
+		always := k == "running" || k == "queued" || k == "done" || k == "paused"
+		if counts[k] > 0 || always && !narrow {
+			sep := "  "
+			if narrow {
+				sep = " "
+			}
+			c.WriteString(st.State(k).Render(fmt.Sprintf("%d %s", counts[k], k)) + sep)
 		}
 	}
 	cpuStyle := st.Gauge
@@ -175,8 +182,8 @@ func (m *Model) header() string {
 		cpuStyle = st.GaugeOver
 	}
 	gw := 10
-	if m.width < 100 {
-		gw = 5
+	if narrow {
+		gw = 4
 	}
 	gauges := st.Text.Render("CPU ") + cpuStyle.Render(gauge(cpuUsed, s.CPUBudget, gw)) +
 		st.Muted.Render(fmt.Sprintf(" %.1f/%s  ", cpuUsed, cores(s.CPUBudget))) +

@@ -1,0 +1,222 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"corral/themes"
+)
+
+// newTestModel is a model over the fake fleet, sized and with its first snapshot.
+func newTestModel(t *testing.T, w, h int) (*Model, *fakeFleet) {
+	t.Helper()
+	f := newFakeFleet()
+	m := New(f, Options{Theme: themes.Plain()})
+	m.tasks.now = func() time.Time { return t0 }
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	m.Update(snapshotMsg{tag: 1, snap: f.snap})
+	return m, f
+}
+
+// press sends a key and runs the command it returns (one level, as the runtime would).
+func press(m *Model, keys ...string) []tea.Msg {
+	var msgs []tea.Msg
+	for _, k := range keys {
+		_, cmd := m.Update(keyMsg(k))
+		if cmd != nil {
+			if msg := cmd(); msg != nil {
+				msgs = append(msgs, msg)
+				m.Update(msg)
+			}
+		}
+	}
+	return msgs
+}
+
+func keyMsg(k string) tea.KeyPressMsg {
+	switch k {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "ctrl+]":
+		return tea.KeyPressMsg{Code: ']', Mod: tea.ModCtrl}
+	}
+	r := []rune(k)[0]
+	return tea.KeyPressMsg{Code: r, Text: k}
+}
+
+func selectTask(t *testing.T, m *Model, id string) {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		if s := m.tasks.selected(); s != nil && s.ID == id {
+			return
+		}
+		press(m, "j")
+	}
+	t.Fatalf("task %s never selected", id)
+}
+
+func TestPauseResumeFollowState(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	selectTask(t, m, "slow")
+	press(m, "p")
+	m.tasks.visible[m.tasks.cursor].State = "paused"
+	press(m, "p")
+	if len(f.acts) != 2 || f.acts[0] != (Action{Verb: VerbPause, Task: "slow"}) || f.acts[1].Verb != VerbResume {
+		t.Fatalf("actions %+v, want pause then resume of slow", f.acts)
+	}
+	if !strings.Contains(m.status, "resume slow: done") {
+		t.Fatalf("status %q", m.status)
+	}
+}
+
+func TestNotApplicableSaysWhy(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	f.errs[VerbPause] = fmt.Errorf("%w: task pricing has no running session", ErrNotApplicable)
+	press(m, "p")
+	if !strings.Contains(m.status, "no running session") || m.statusErr {
+		t.Fatalf("status %q (error style %v): want the reason, not an error", m.status, m.statusErr)
+	}
+}
+
+func TestDangerousKeysConfirm(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	selectTask(t, m, "burner")
+	press(m, "D")
+	if m.dialog == nil || len(f.acts) != 0 {
+		t.Fatal("discard acted without asking")
+	}
+	press(m, "n")
+	if m.dialog != nil || len(f.acts) != 0 {
+		t.Fatal("n did not cancel")
+	}
+	press(m, "X", "y")
+	if len(f.acts) != 1 || f.acts[0] != (Action{Verb: VerbKill, Task: "burner"}) {
+		t.Fatalf("actions %+v", f.acts)
+	}
+}
+
+func TestApproveAndDenyTheEscalation(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	press(m, "a") // pricing selected: nothing of its own waits
+	if len(f.acts) != 0 || !strings.Contains(m.status, "nothing to approve") {
+		t.Fatalf("acts %+v status %q", f.acts, m.status)
+	}
+	selectTask(t, m, "lockfile")
+	press(m, "a")
+	press(m, "d", "n", "o", "enter")
+	if len(f.acts) != 2 || f.acts[0] != (Action{Verb: VerbApprove, Task: "lockfile", Publish: 4}) ||
+		f.acts[1] != (Action{Verb: VerbDeny, Task: "lockfile", Publish: 4, Reason: "no"}) {
+		t.Fatalf("actions %+v", f.acts)
+	}
+}
+
+func TestFilterNarrowsTheTable(t *testing.T) {
+	m, _ := newTestModel(t, 120, 35)
+	press(m, "/", "p", "r", "e", "enter")
+	if len(m.tasks.visible) != 2 || m.tasks.visible[0].ID != "preview-a" {
+		t.Fatalf("visible %v", m.tasks.visible)
+	}
+	press(m, "esc")
+	if len(m.tasks.visible) != 10 {
+		t.Fatalf("esc kept the filter: %d rows", len(m.tasks.visible))
+	}
+}
+
+func TestStaleSnapshotDropped(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	m.Update(snapshotMsg{tag: 3, snap: f.snap})
+	old := f.snap
+	old.Fleet = "stale"
+	m.Update(snapshotMsg{tag: 2, snap: old})
+	if m.snap.Fleet != "demo" {
+		t.Fatal("an older fetch overwrote a newer one")
+	}
+}
+
+func TestAttachTypesIntoTheAgentAndDetaches(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	selectTask(t, m, "slow")
+	press(m, "enter")
+	if m.attached != "slow-1" {
+		t.Fatalf("attached %q", m.attached)
+	}
+	press(m, "l", "s", "enter", "q")
+	if got := f.typed.String(); got != "ls\rq" {
+		t.Fatalf("typed %q, want keys to reach the agent (q included)", got)
+	}
+	press(m, "ctrl+]")
+	if m.attached != "" {
+		t.Fatal("ctrl+] did not detach")
+	}
+}
+
+func TestQuitAsksAboutRunningAgents(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	msgs := press(m, "q")
+	if m.dialog == nil || m.dialog.kind != dlgQuit || len(msgs) != 0 {
+		t.Fatal("quit did not ask with agents running")
+	}
+	msgs = press(m, "d")
+	if len(msgs) != 1 || len(f.acts) != 5 || f.acts[0].Verb != VerbDiscard {
+		t.Fatalf("discard-all: msgs %v acts %+v", msgs, f.acts)
+	}
+	if !m.quitting {
+		t.Fatal("did not quit")
+	}
+}
+
+func TestSessionOutputCleanedAndStaleOutputDropped(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	selectTask(t, m, "slow")
+	r := f.outputs["slow-1"]
+	m.Update(outputMsg{session: "burner-1", data: []byte("not mine")})
+	data, next := r.Since(0)
+	m.Update(outputMsg{session: "slow-1", from: 0, data: data, next: next})
+	want := []string{"step 1", "step 2", "progress 90%"}
+	if fmt.Sprint(m.session.lines) != fmt.Sprint(want) {
+		t.Fatalf("lines %q, want %q", m.session.lines, want)
+	}
+}
+
+func TestEventsCoalesceAndReArm(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	for i := range 5 {
+		f.events <- Event{Seq: int64(100 + i), Kind: "task.queued"}
+	}
+	msg := waitForEventsCmd(f.events)()
+	em, ok := msg.(eventsMsg)
+	if !ok || len(em.evs) != 5 {
+		t.Fatalf("got %#v, want one batch of 5", msg)
+	}
+	_, cmd := m.Update(em)
+	if cmd == nil || !m.dirty {
+		t.Fatal("events did not re-arm the feed or mark the fleet dirty")
+	}
+}
+
+func TestThemesCompileForEverySkin(t *testing.T) {
+	for _, name := range themes.Names("") {
+		th, err := themes.Load(name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := NewStyles(th)
+		if st.State("running").Render("x") == st.State("failed").Render("x") {
+			t.Errorf("%s: running and failed look the same", name)
+		}
+	}
+	if errors.Is(nil, ErrNotApplicable) {
+		t.Fatal()
+	}
+}
