@@ -61,6 +61,9 @@ func runDemoHeadless(ctx context.Context, fl *fleet, out io.Writer) error {
 			missing = append(missing, p+" never answered on its endpoint")
 		}
 	}
+	if canApprove && len(story.approved) == 0 {
+		missing = append(missing, "no escalated publish was approved")
+	}
 	if !story.pausedResumed {
 		missing = append(missing, "the slow agent was not paused and resumed")
 	}
@@ -70,7 +73,7 @@ func runDemoHeadless(ctx context.Context, fl *fleet, out io.Writer) error {
 	if len(missing) > 0 {
 		return exitError{code: exitNotAllDone, msg: "the story did not hold: " + strings.Join(missing, "; ")}
 	}
-	fmt.Fprintln(out, "demo: the story held: ten tasks, two previews on 4173, one pause and resume, every task done")
+	fmt.Fprintf(out, "demo: the story held: ten tasks, two previews on 4173, one pause and resume, %d escalation(s) approved, every task done\n", len(story.approved))
 	return nil
 }
 

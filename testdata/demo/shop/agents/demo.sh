@@ -42,7 +42,10 @@ docs)
   say "documenting the threshold"
   mkdir -p docs && echo "Shipping is free from the threshold in pricing/shipping.go." > docs/shipping.md ;;
 tests)
+  # Adds a test dependency to go.sum while lockfile bumps another: both change the
+  # lockfile, so the later publish is escalated and waits for a human.
   say "adding a test for the summary"
+  echo "example.com/check v1.0.0 h1:c3a91fQ2mVt8Lx0pYb7nE4kR6uJ1sW9dHz5oTg2iA=" >> go.sum
   printf 'package checkout\n\nimport "testing"\n\nfunc TestSummary(t *testing.T) {\n\tif Summary(10, 0) == "" {\n\t\tt.Fatal("empty")\n\t}\n}\n' > checkout/summary_test.go ;;
 *)
   say "nothing scripted for $CORRAL_TASK" ;;
