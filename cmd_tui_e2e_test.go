@@ -11,7 +11,8 @@ import (
 )
 
 // TestTUIDemoInTmux drives the real binary as a person would: start the demo in tmux,
-// see the ten tasks, pause one and see it paused, attach and detach, then quit,
+// see the ten tasks, pause one and see it paused, attach and detach, approve the
+// escalated lockfile publish and see the inbox empty, then quit,
 // keeping the agents' work, and find nothing left mounted.
 func TestTUIDemoInTmux(t *testing.T) {
 	requireRoot(t)
@@ -61,6 +62,13 @@ func TestTUIDemoInTmux(t *testing.T) {
 	waitFor("the attached terminal", func(s string) bool { return strings.Contains(s, "attached to slow-1") })
 	keys("C-]")
 	waitFor("detached", func(s string) bool { return strings.Contains(s, "detached from slow-1") })
+	// tests and lockfile both change go.sum: the later publish waits in the inbox.
+	waitFor("the escalation in the inbox", func(s string) bool { return strings.Contains(s, "⚑ inbox 1") })
+	keys("Tab", "Tab", "Tab")
+	waitFor("the inbox pane", func(s string) bool { return strings.Contains(s, "escalated publish waits") })
+	keys("a")
+	waitFor("the approval", func(s string) bool { return strings.Contains(s, ": done") && strings.Contains(s, "approve publish") })
+	waitFor("the inbox emptied", func(s string) bool { return strings.Contains(s, "inbox 0") })
 	keys("q")
 	waitFor("the quit question", func(s string) bool { return strings.Contains(s, "keep their work") })
 	keys("k")
