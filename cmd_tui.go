@@ -42,7 +42,12 @@ func runTUIFleet(ctx context.Context, fl *fleet) error {
 	runErr := make(chan error, 1)
 	go func() { runErr <- fl.sv.Run(ctx) }()
 
-	model := tui.New(&tuiBackend{fl: fl}, tui.Options{Theme: pickTheme(), SkinDir: skinDir()})
+	opts := tui.Options{Theme: pickTheme(), SkinDir: skinDir()}
+	// A user editing a skin sees it at once; no skin directory, no reloads.
+	if ch, err := themes.Watch(ctx, opts.SkinDir); err == nil {
+		opts.SkinChanges = ch
+	}
+	model := tui.New(&tuiBackend{fl: fl}, opts)
 	p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(30))
 	_, err := p.Run()
 	model.Close()

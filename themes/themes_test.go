@@ -1,9 +1,12 @@
 package themes
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestEmbeddedSkinsCoverEveryRole(t *testing.T) {
@@ -39,5 +42,25 @@ func TestUserSkinOverridesAndErrorsNameTheLine(t *testing.T) {
 	}
 	if Plain().Color("running") != "" {
 		t.Fatal("plain has colour")
+	}
+}
+
+func TestWatchSignalsOncePerBurst(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := Watch(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		os.WriteFile(filepath.Join(dir, "mine.theme"), []byte(fmt.Sprintf("running = %d\n", i)), 0o644)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no signal for a changed skin")
+	}
+	cancel()
+	for range ch { // closes once ctx ends
 	}
 }

@@ -17,6 +17,8 @@ import (
 type Options struct {
 	Theme   themes.Theme
 	SkinDir string // user skins (may be ""); switching theme re-reads it
+	// SkinChanges signals that a skin in SkinDir changed; the theme shown reloads.
+	SkinChanges <-chan struct{}
 }
 
 // Model is the root: it only routes — sizes to every pane, keys to the focused one or
@@ -78,7 +80,22 @@ func New(b Backend, opts Options) *Model {
 func (m *Model) Init() tea.Cmd {
 	m.fetching = true
 	m.tag++
-	return tea.Batch(frameCmd(), waitForEventsCmd(m.evCh), snapshotCmd(m.backend, m.tag))
+	return tea.Batch(frameCmd(), waitForEventsCmd(m.evCh), snapshotCmd(m.backend, m.tag), waitSkinCmd(m.opts.SkinChanges))
+}
+
+// skinChangedMsg says a user skin changed on disk.
+type skinChangedMsg struct{}
+
+func waitSkinCmd(ch <-chan struct{}) tea.Cmd {
+	if ch == nil {
+		return nil
+	}
+	return func() tea.Msg {
+		if _, ok := <-ch; !ok {
+			return nil
+		}
+		return skinChangedMsg{}
+	}
 }
 
 // Update routes one message.
@@ -141,6 +158,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.setStatus("theme "+msg.styles.Theme.Name, false)
 		m.refresh()
 		return m, nil
+	case skinChangedMsg:
+		if m.styles.Theme.NoColor {
+			return m, waitSkinCmd(m.opts.SkinChanges)
+		}
+		return m, tea.Batch(themeCmd(m.styles.Theme.Name, m.opts.SkinDir), waitSkinCmd(m.opts.SkinChanges))
 	case quitReadyMsg:
 		m.quitting = true
 		m.unsub()
