@@ -55,6 +55,7 @@ type Model struct {
 	fullHelp  bool
 	attached  string // session typed into, "" when not attached
 	quitting  bool
+	boxCache  map[int]boxCache
 }
 
 // New builds the root model over a backend.

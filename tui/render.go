@@ -24,14 +24,14 @@ func renderPublishes(d *viewData, w int) []row {
 		if p.Decided != "" {
 			rest = " (" + p.Decided + "d)" + rest
 		}
-		rows = append(rows, row{text: st.Text.Render(line) + st.State(p.Outcome).Render(fmt.Sprintf("%-9s", p.Outcome)) +
-			st.Muted.Render(fit(rest, w-len(line)-9)), task: p.Task, publish: p.ID})
+		rows = append(rows, row{text: st.F.Text.Render(line) + st.FState(p.Outcome).Render(fmt.Sprintf("%-9s", p.Outcome)) +
+			st.F.Muted.Render(fit(rest, w-len(line)-9)), task: p.Task, publish: p.ID})
 		for _, c := range p.Conflicts {
 			by := ""
 			if c.MovedBy != 0 {
 				by = fmt.Sprintf(", moved by #%d", c.MovedBy)
 			}
-			rows = append(rows, row{text: st.State("rejected").Render(fit(fmt.Sprintf("     ✗ %s (%s%s)", c.Path, c.Class, by), w)), task: p.Task, publish: p.ID})
+			rows = append(rows, row{text: st.FState("rejected").Render(fit(fmt.Sprintf("     ✗ %s (%s%s)", c.Path, c.Class, by), w)), task: p.Task, publish: p.ID})
 		}
 	}
 	return rows
@@ -45,10 +45,10 @@ func renderInbox(d *viewData, w int) []row {
 		if it.Publish != 0 {
 			mark = "⚑"
 		}
-		rows = append(rows, row{text: st.State("inbox").Render(mark+" ") + st.Text.Render(fit(fmt.Sprintf("%s: %s", it.Task, it.What), w-2)),
+		rows = append(rows, row{text: st.FState("inbox").Render(mark+" ") + st.F.Text.Render(fit(fmt.Sprintf("%s: %s", it.Task, it.What), w-2)),
 			task: it.Task, publish: it.Publish})
 		for _, p := range it.Paths {
-			rows = append(rows, row{text: st.Muted.Render(fit("    "+p, w)), task: it.Task, publish: it.Publish})
+			rows = append(rows, row{text: st.F.Muted.Render(fit("    "+p, w)), task: it.Task, publish: it.Publish})
 		}
 	}
 	return rows
@@ -58,7 +58,7 @@ func renderLeases(d *viewData, w int) []row {
 	st := d.styles
 	var rows []row
 	for _, l := range d.snap.Leases {
-		rows = append(rows, row{text: st.Text.Render(fit(fmt.Sprintf("%-5d → http://%-21s %-12s since %s",
+		rows = append(rows, row{text: st.F.Text.Render(fit(fmt.Sprintf("%-5d → http://%-21s %-12s since %s",
 			l.Port, l.Endpoint, clip(l.Task, 12), l.Since.Format("15:04:05")), w)), task: l.Task})
 	}
 	return rows
@@ -77,9 +77,9 @@ func renderBudgets(d *viewData, w int) []row {
 		for i, u := range hist {
 			cpu[i], mem[i] = u.CPUPercent, float64(u.Memory)
 		}
-		cpuStyle := st.Gauge
+		cpuStyle := st.F.Gauge
 		if t.CPULimit > 0 && t.CPUPercent > 90*t.CPULimit {
-			cpuStyle = st.GaugeOver // at its quota: the cgroup is throttling it
+			cpuStyle = st.F.GaugeOver // at its quota: the cgroup is throttling it
 		}
 		extra := ""
 		if t.OOMKills > 0 {
@@ -90,8 +90,8 @@ func renderBudgets(d *viewData, w int) []row {
 		}
 		text := fmt.Sprintf("%-12s cpu %4.0f%%/%-4s ", clip(t.ID, 12), t.CPUPercent, cores(t.CPULimit))
 		memText := fmt.Sprintf(" mem %6s/%-5s ", bytesH(int64(t.Memory)), bytesH(t.MemLimit))
-		rows = append(rows, row{task: t.ID, text: st.Text.Render(text) + cpuStyle.Render(sparkline(cpu, 8)) +
-			st.Text.Render(memText) + st.Gauge.Render(sparkline(mem, 8)) + st.Warn.Render(fit(extra, max(0, w-len(text)-len(memText)-16)))})
+		rows = append(rows, row{task: t.ID, text: st.F.Text.Render(text) + cpuStyle.Render(sparkline(cpu, 8)) +
+			st.F.Text.Render(memText) + st.F.Gauge.Render(sparkline(mem, 8)) + st.F.Warn.Render(fit(extra, max(0, w-len(text)-len(memText)-16)))})
 	}
 	return rows
 }
@@ -108,8 +108,8 @@ func renderTimeline(d *viewData, w int) []row {
 		kind := e.Kind
 		_, verb, _ := strings.Cut(kind, ".")
 		line := fmt.Sprintf("%s %-18s ", e.Time.Format("15:04:05"), kind)
-		rows = append(rows, row{task: e.Task, text: st.Muted.Render(line[:9]) + st.State(verbRole(verb)).Render(line[9:]) +
-			st.Text.Render(fit(who+" "+e.Data, w-len(line)))})
+		rows = append(rows, row{task: e.Task, text: st.F.Muted.Render(line[:9]) + st.FState(verbRole(verb)).Render(line[9:]) +
+			st.F.Text.Render(fit(who+" "+e.Data, w-len(line)))})
 	}
 	return rows
 }

@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"strings"
+
 	"charm.land/lipgloss/v2"
 
 	"corral/themes"
@@ -25,6 +27,37 @@ type Styles struct {
 	Dialog      lipgloss.Style
 	state       map[string]lipgloss.Style
 	defaultRole lipgloss.Style
+	// frame and frameFocus are the border's escape sequences around its runes, so a
+	// box is drawn by concatenation instead of a lipgloss layout pass per frame.
+	frame, frameFocus painter
+	// F holds the same styles as plain escape-sequence wrappers, for rows built per
+	// snapshot: a lipgloss Render per cell costs more than the whole frame budget.
+	F         fastStyles
+	stateFast map[string]painter
+}
+
+// painter wraps text in a style's escape sequences.
+type painter [2]string
+
+// Render wraps s; it handles one line of text without width or padding rules.
+func (p painter) Render(s string) string { return p[0] + s + p[1] }
+
+type fastStyles struct {
+	Text, Muted, Title, Warn, Gauge, GaugeOver painter
+}
+
+// FState is State as a painter.
+func (s *Styles) FState(name string) painter {
+	if p, ok := s.stateFast[name]; ok {
+		return p
+	}
+	return s.F.Text
+}
+
+// wrapOf splits what a style puts around text into its prefix and suffix.
+func wrapOf(st lipgloss.Style) painter {
+	pre, post, _ := strings.Cut(st.Render("\x00"), "\x00")
+	return painter{pre, post}
 }
 
 // NewStyles compiles a theme into styles.
@@ -76,6 +109,14 @@ func NewStyles(th themes.Theme) *Styles {
 	st.state["interrupted"] = st.state["paused"]
 	st.state["discarded"] = st.state["empty"]
 	st.defaultRole = st.Text
+	st.F = fastStyles{Text: wrapOf(st.Text), Muted: wrapOf(st.Muted), Title: wrapOf(st.Title), Warn: wrapOf(st.Warn),
+		Gauge: wrapOf(st.Gauge), GaugeOver: wrapOf(st.GaugeOver)}
+	st.stateFast = map[string]painter{}
+	for name, style := range st.state {
+		st.stateFast[name] = wrapOf(style)
+	}
+	st.frame = wrapOf(fg("border"))
+	st.frameFocus = wrapOf(fg("border_focus"))
 	return st
 }
 

@@ -171,7 +171,7 @@ func (p *tasksPane) rebuild() {
 	for _, c := range cols {
 		hb.WriteString(fit(c.name, c.width) + " ")
 	}
-	p.header = st.Title.Render(fit(hb.String(), p.w))
+	p.header = st.F.Title.Render(fit(hb.String(), p.w))
 	now := p.now()
 	p.rows = p.rows[:0]
 	for i := range p.visible {
@@ -183,11 +183,11 @@ func (p *tasksPane) rebuild() {
 			used += c.width + 1
 			switch c.name {
 			case "STATE":
-				b.WriteString(st.State(t.State).Render(cell))
+				b.WriteString(st.FState(t.State).Render(cell))
 			case "PUBLISH":
-				b.WriteString(st.State(t.LastPublish).Render(cell))
+				b.WriteString(st.FState(t.LastPublish).Render(cell))
 			default:
-				b.WriteString(st.Text.Render(cell))
+				b.WriteString(st.F.Text.Render(cell))
 			}
 		}
 		if used < p.w {

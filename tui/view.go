@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 )
 
@@ -81,17 +80,24 @@ func (m *Model) render() string {
 	if m.attached != "" {
 		return m.renderAttached()
 	}
-	var cols []string
-	for _, col := range m.boxes() {
-		var cells []string
+	var body []string
+	for ci, col := range m.boxes() {
+		var lines []string
 		for _, b := range col {
-			p := m.panes[b.pane]
-			cells = append(cells, m.box(p.Title(), p.View(b.pane == m.focus), b.w, b.h, b.pane == m.focus))
+			lines = append(lines, m.cachedBox(b, b.pane == m.focus)...)
 		}
-		cols = append(cols, lipgloss.JoinVertical(lipgloss.Left, cells...))
+		if ci == 0 {
+			body = lines
+			continue
+		}
+		// Columns are exact-width boxes of the same height: joining is concatenation.
+		for i := range body {
+			if i < len(lines) {
+				body[i] += lines[i]
+			}
+		}
 	}
-	body := lipgloss.JoinHorizontal(lipgloss.Top, cols...)
-	parts := []string{m.header(), body, m.statusLine()}
+	parts := []string{m.header(), strings.Join(body, "\n"), m.statusLine()}
 	if m.fullHelp {
 		parts = append(parts, m.help.FullHelpView(m.keys.FullHelp()))
 	} else {
@@ -100,28 +106,53 @@ func (m *Model) render() string {
 	return clipScreen(strings.Join(parts, "\n"), m.width, m.height)
 }
 
-// box draws a bordered pane with its title inside, content fitted to the box exactly.
-func (m *Model) box(title, content string, w, h int, focused bool) string {
+// boxCache is a pane's last drawn box: a pane whose title, content, size and focus did
+// not change since the last frame costs a string comparison, not a layout.
+type boxCache struct {
+	key   string
+	lines []string
+}
+
+func (m *Model) cachedBox(b paneBox, focused bool) []string {
+	p := m.panes[b.pane]
+	title, content := p.Title(), p.View(focused)
+	key := fmt.Sprintf("%p|%d|%d|%v|%s\x00%s", m.styles, b.w, b.h, focused, title, content)
+	if m.boxCache == nil {
+		m.boxCache = map[int]boxCache{}
+	}
+	if c, ok := m.boxCache[b.pane]; ok && c.key == key {
+		return c.lines
+	}
+	lines := m.box(title, content, b.w, b.h, focused)
+	m.boxCache[b.pane] = boxCache{key: key, lines: lines}
+	return lines
+}
+
+// box draws a bordered pane with its title inside, every line exactly w cells wide.
+func (m *Model) box(title, content string, w, h int, focused bool) []string {
 	st := m.styles
-	frame, ts := st.Box, st.Title
+	frame, ts := st.frame, st.Title
 	if focused {
-		frame, ts = st.BoxFocus, st.TitleFocus
+		frame, ts = st.frameFocus, st.TitleFocus
 	}
 	iw, ih := w-2, h-2
 	if iw < 1 || ih < 1 {
-		return ""
+		return nil
 	}
-	lines := append([]string{ts.Render(ansi.Truncate(title, iw, "…"))}, strings.Split(content, "\n")...)
-	if len(lines) > ih {
-		lines = lines[:ih]
+	inner := append([]string{ts.Render(ansi.Truncate(title, iw, "…"))}, strings.Split(content, "\n")...)
+	if len(inner) > ih {
+		inner = inner[:ih]
 	}
-	for len(lines) < ih {
-		lines = append(lines, "")
+	for len(inner) < ih {
+		inner = append(inner, "")
 	}
-	for i, l := range lines {
-		lines[i] = padTo(l, iw)
+	side := frame[0] + "│" + frame[1]
+	out := make([]string, 0, h)
+	out = append(out, frame[0]+"╭"+strings.Repeat("─", iw)+"╮"+frame[1])
+	for _, l := range inner {
+		out = append(out, side+padTo(l, iw)+side)
 	}
-	return frame.Render(strings.Join(lines, "\n"))
+	return append(out, frame[0]+"╰"+strings.Repeat("─", iw)+"╯"+frame[1])
 }
 
 // padTo makes a styled line exactly w cells wide.
