@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"corral/sandbox"
 	"corral/store"
 	"corral/supervisor"
 )
@@ -100,6 +101,7 @@ type fleet struct {
 	db           *store.DB
 	log          *os.File
 	defaultAgent string // for tasks added by hand in the TUI
+	repo         sandbox.Repo
 }
 
 func (f *fleet) Close() {
@@ -143,7 +145,7 @@ func openFleet(planPath string, interactive bool) (*fleet, error) {
 		logFile.Close()
 		return nil, err
 	}
-	fl := &fleet{sv: sv, db: db, log: logFile, defaultAgent: `claude -p "$CORRAL_PROMPT"`}
+	fl := &fleet{sv: sv, db: db, log: logFile, repo: repo, defaultAgent: `claude -p "$CORRAL_PROMPT"`}
 	if len(plan.Tasks) > 0 {
 		fl.defaultAgent = plan.Tasks[0].Agent
 	}

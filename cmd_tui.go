@@ -88,6 +88,27 @@ func skinDir() string {
 type tuiBackend struct {
 	fl           *fleet
 	eventsLoaded bool
+	behindCache  map[[2]string]int // (base, head) → commits the head is ahead
+}
+
+// behind counts the commits on head since base; a snapshot asks once per pair.
+func (b *tuiBackend) behind(base, head string) int {
+	if base == "" || head == "" || base == head {
+		return 0
+	}
+	k := [2]string{base, head}
+	if n, ok := b.behindCache[k]; ok {
+		return n
+	}
+	n := 0
+	if out, err := b.fl.repo.Git("rev-list", "--count", base+".."+head); err == nil {
+		fmt.Sscan(strings.TrimSpace(out), &n)
+	}
+	if b.behindCache == nil || len(b.behindCache) > 1000 {
+		b.behindCache = map[[2]string]int{}
+	}
+	b.behindCache[k] = n
+	return n
 }
 
 func (b *tuiBackend) Subscribe() (<-chan tui.Event, func()) {
@@ -249,6 +270,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base}
 		if s, ok := live[t.ID]; ok {
 			row.Session, row.Base = s.ID, s.Base
+			row.Behind = b.behind(s.Base, st.Fleet.Head)
 			u := st.Usage[s.ID]
 			row.CPUPercent, row.Memory, row.OOMKills, row.Throttled = u.CPUPercent, u.Memory, u.OOMKills, u.Throttled
 			for _, l := range leases {

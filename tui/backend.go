@@ -81,6 +81,7 @@ type TaskRow struct {
 	Attempt     int
 	Session     string // live session, "" when none
 	Base        string
+	Behind      int // commits the head has moved past Base
 	CPUPercent  float64
 	CPULimit    float64
 	Memory      uint64

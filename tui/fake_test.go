@@ -71,6 +71,7 @@ func sampleSnapshot() Snapshot {
 	s.Tasks[4].Ports = []string{"4173→127.0.0.1:41121"}
 	s.Tasks[5].Ports = []string{"4173→127.0.0.1:45089"}
 	s.Tasks[6].Throttled = 1200 * time.Millisecond
+	s.Tasks[1].Behind = 2 // checkout-2 started before changelog merged
 	s.Leases = []Lease{{Port: 4173, Endpoint: "127.0.0.1:41121", Task: "preview-a", Session: "preview-a-1", Since: t0.Add(-50 * time.Second)},
 		{Port: 4173, Endpoint: "127.0.0.1:45089", Task: "preview-b", Session: "preview-b-1", Since: t0.Add(-50 * time.Second)}}
 	s.Publishes = []Publish{

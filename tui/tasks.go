@@ -102,7 +102,12 @@ var taskColumns = []column{
 	{"TASK", 14, 0, func(t *TaskRow, _ time.Time) string { return t.ID }},
 	{"STATE", 11, 0, func(t *TaskRow, _ time.Time) string { return t.State }},
 	{"ATT", 3, 2, func(t *TaskRow, _ time.Time) string { return fmt.Sprint(t.Attempt) }},
-	{"BASE", 7, 3, func(t *TaskRow, _ time.Time) string { return short(t.Base) }},
+	{"BASE", 11, 3, func(t *TaskRow, _ time.Time) string {
+		if t.Behind > 0 {
+			return fmt.Sprintf("%s ↓%d", short(t.Base), t.Behind) // its base is behind the head
+		}
+		return short(t.Base)
+	}},
 	{"CPU%", 5, 1, func(t *TaskRow, _ time.Time) string {
 		if t.Session == "" {
 			return "-"

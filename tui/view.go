@@ -190,6 +190,15 @@ func (m *Model) header() string {
 	}
 	line1 := st.Header.Render("corral ") + st.Title.Render(s.Fleet) +
 		st.Muted.Render(fmt.Sprintf("  head %s %s", s.HeadRef, short(s.Head)))
+	behind, most := 0, 0
+	for _, t := range s.Tasks {
+		if t.Session != "" && t.Behind > 0 {
+			behind, most = behind+1, max(most, t.Behind)
+		}
+	}
+	if behind > 0 {
+		line1 += st.Warn.Render(fmt.Sprintf("  %s behind it (up to %d commits)", plural(behind, "session", "sessions"), most))
+	}
 	if n := len(s.Inbox); n > 0 {
 		line1 += "  " + st.State("inbox").Render(fmt.Sprintf("⚑ inbox %d", n))
 	} else {
