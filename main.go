@@ -46,7 +46,10 @@ func commands() []command {
 		{"sandbox", "run one command in a sandbox by hand: sandbox run --repo DIR -- CMD…", runSandbox},
 		{"tui", "open a plan's fleet in the terminal UI: tui PLAN", runTUI},
 		{"demo", "run the sample shop's story with scripted agents: demo [--headless]", runDemo},
-		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox", runBench},
+		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox|supervisor|publish", runBenchAll},
+		{"policy", "say which path rule integrates a path: policy explain PATH… [--plan PLAN]", runPolicy},
+		{"approve", "land an escalated publish: approve ID", runApprove},
+		{"deny", "turn an escalated publish down: deny ID --why REASON", runDeny},
 	}
 }
 

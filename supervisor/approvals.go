@@ -149,7 +149,7 @@ func (s *Supervisor) decide(a Approval, record bool) error {
 	if err != nil {
 		return fmt.Errorf("publish %d: held work %s: %w", p.ID, ref, err)
 	}
-	res, err := s.pub.Publish(PublishRequest{Task: *t, Session: sess, Pending: strings.TrimSpace(pending), Approved: true})
+	res, err := s.pub.Publish(PublishRequest{Task: *t, Session: sess, Pending: strings.TrimSpace(pending), Approved: true, Rules: s.planRules()})
 	if err != nil {
 		res = PublishResult{Outcome: OutcomeRejected, Message: err.Error()}
 	}

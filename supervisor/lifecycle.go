@@ -211,7 +211,7 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 	}
 	t.State = TaskPublishing
 	s.saveTask(t, Event{Kind: EvPublishQueued, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]int{"paths": len(cs)})})
-	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs}
+	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules()}
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"corral/policies"
 )
 
 // Plan is a checked plan file: the fleet it describes and its tasks, defaults applied.
@@ -19,6 +21,8 @@ type Plan struct {
 	Dir   string `json:"dir"`  // absolute directory relative paths (repo = ".") resolve against
 	Fleet Fleet  `json:"fleet"`
 	Tasks []Task `json:"tasks"`
+	// Policies are the plan's [[policy]] path rules, tried before the defaults.
+	Policies []policies.PathRule `json:"policies,omitempty"`
 
 	defaults *planTask      // [defaults], kept for tasks added later (ParseTaskAdd)
 	lines    map[string]int // field → line, for messages about the plan after the check
@@ -107,6 +111,7 @@ func ParsePlanBytes(name string, data []byte, opts ...PlanOption) (*Plan, error)
 	fleet := d.decodeFleet(cfg)
 	defaults := d.decodeDefaults()
 	tasks := d.decodeTasks(defaults)
+	pols := d.decodePolicies()
 	repo := d.checkRepo(dir, &fleet)
 	d.checkTasks(tasks, nil, fleet.Admission)
 	if repo != nil {
@@ -119,7 +124,7 @@ func ParsePlanBytes(name string, data []byte, opts ...PlanOption) (*Plan, error)
 	if abs, err := filepath.Abs(name); err == nil {
 		fleet.Plan = abs
 	}
-	return &Plan{Path: name, Dir: dir, Fleet: fleet, Tasks: planPlainTasks(tasks), defaults: defaults, lines: d.lines}, nil
+	return &Plan{Path: name, Dir: dir, Fleet: fleet, Tasks: planPlainTasks(tasks), Policies: pols, defaults: defaults, lines: d.lines}, nil
 }
 
 // ParseTaskAdd checks [[task]] tables being added to plan's running fleet (`corral

@@ -15,7 +15,7 @@ import (
 // Keys a plan may use, per table. An unknown key is an error, not something ignored:
 // a misspelt `memroy` would otherwise run the task without its limit.
 var (
-	planTopKeys   = []string{"fleet", "defaults", "task"}
+	planTopKeys   = []string{"fleet", "defaults", "task", "policy"}
 	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap"}
 	// planAliases point words users bring from other tools at ours.
 	planAliases = map[string]string{

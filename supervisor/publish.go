@@ -41,6 +41,9 @@ type PublishRequest struct {
 	// plus its changes); Changes is then ignored. Approved lets escalated paths merge.
 	Pending  string
 	Approved bool
+	// Rules are the fleet's own path rules (the plan's [[policy]]), tried before the
+	// publisher's.
+	Rules []policies.PathRule
 }
 
 // PublishResult is what a publish did.
@@ -85,9 +88,6 @@ type GitPublisher struct {
 func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.Policy.Rules == nil {
-		g.Policy = policies.NewPathPolicy(nil)
-	}
 	ref := "refs/heads/" + g.HeadRef
 	head, err := g.git(nil, nil, "rev-parse", "--verify", ref+"^{commit}")
 	if err != nil {
@@ -111,7 +111,7 @@ func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 		res.Outcome, res.Message = OutcomeEmpty, "no changes"
 		return res, nil
 	}
-	plan, err := g.integrate(base, head, ours, req.Approved)
+	plan, err := g.integrate(base, head, ours, g.policy(req.Rules), req.Approved)
 	if err != nil {
 		return res, fmt.Errorf("publish %s: %w", req.Session.ID, err)
 	}
@@ -155,6 +155,16 @@ func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 		res.Message += ", merged " + strings.Join(plan.merged, ", ")
 	}
 	return res, nil
+}
+
+// policy puts the request's rules ahead of the publisher's (or the defaults).
+func (g *GitPublisher) policy(rules []policies.PathRule) policies.PathPolicy {
+	pol := g.Policy
+	if pol.Rules == nil {
+		pol = policies.NewPathPolicy(nil)
+	}
+	pol.Rules = append(append([]policies.PathRule(nil), rules...), pol.Rules...)
+	return pol
 }
 
 func refusedResult(res PublishResult) PublishResult {

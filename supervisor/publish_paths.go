@@ -88,7 +88,7 @@ func refuseReason(c sandbox.Change, envFiles []string) string {
 
 // integrate compares base, ours and theirs (head) for every path of ours and decides
 // what lands. approved lets escalated paths merge (a human said yes).
-func (g *GitPublisher) integrate(base, head string, ours []oursEntry, approved bool) (integration, error) {
+func (g *GitPublisher) integrate(base, head string, ours []oursEntry, pol policies.PathPolicy, approved bool) (integration, error) {
 	var in integration
 	paths := make([]string, 0, len(ours))
 	for _, o := range ours {
@@ -110,7 +110,7 @@ func (g *GitPublisher) integrate(base, head string, ours []oursEntry, approved b
 		conflict := func(class string) {
 			in.conflicts = append(in.conflicts, Conflict{Path: o.path, Class: class, Base: b.sha, Ours: o.e.sha, Theirs: h.sha})
 		}
-		action := g.Policy.Action(o.path)
+		action := pol.Action(o.path)
 		if action == policies.ActionReject {
 			conflict(ConflictProtected)
 			continue

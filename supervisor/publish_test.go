@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"corral/policies"
 	"corral/supervisor"
 )
 
@@ -133,5 +134,23 @@ func TestPublishRefusesEnvFiles(t *testing.T) {
 	}
 	if r.head() != r.base {
 		t.Error("head moved")
+	}
+}
+
+// TestPublishPlanRulesOverrideDefaults: a plan's rules go before the defaults, so a
+// fleet can let go.sum merge and protect a path of its own.
+func TestPublishPlanRulesOverrideDefaults(t *testing.T) {
+	r := newPubRepo(t, map[string]string{"go.sum": goSum, "secrets/key": "k\n"})
+	r.moveHead(map[string]string{"go.sum": strings.Replace(goSum, "a v1.0.0", "a v1.1.0", 1)})
+	req := r.request("ours", r.base, map[string]string{"go.sum": strings.Replace(goSum, "z v1.0.0", "z v2.0.0", 1)})
+	req.Rules = []policies.PathRule{{Glob: "go.sum", Action: policies.ActionMerge}, {Glob: "secrets/**", Action: policies.ActionReject}}
+	res, err := r.pub.Publish(req)
+	if err != nil || res.Outcome != supervisor.OutcomeMerged {
+		t.Fatalf("go.sum under a merge rule: %v %s %s", err, res.Outcome, res.Message)
+	}
+	req = r.request("ours", r.head(), map[string]string{"secrets/key": "leak\n"})
+	req.Rules = []policies.PathRule{{Glob: "secrets/**", Action: policies.ActionReject}}
+	if res, _ := r.pub.Publish(req); res.Outcome != supervisor.OutcomeRejected || res.Conflicts[0].Class != "protected" {
+		t.Fatalf("secrets under a reject rule: %s %+v", res.Outcome, res.Conflicts)
 	}
 }
