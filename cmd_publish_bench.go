@@ -157,7 +157,7 @@ func publishBenchRepo(repoDir, scratch string, nfiles, runs int) (publishBenchRe
 func worktreeWay(repo sandbox.Repo, scratch, base, way string, runs int, files func(int) []string) ([]time.Duration, error) {
 	headWT := filepath.Join(scratch, "head-"+way+"-"+filepath.Base(repo.WorkTree))
 	branch := "bench/" + way
-	if _, err := repo.Git("worktree", "add", "-q", "-b", branch, headWT, base); err != nil {
+	if _, err := repo.Git("worktree", "add", "-q", "-B", branch, headWT, base); err != nil {
 		return nil, err
 	}
 	defer repo.Git("worktree", "remove", "--force", headWT)

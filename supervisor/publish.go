@@ -82,16 +82,23 @@ type GitPublisher struct {
 	HeadRef string
 	Policy  policies.PathPolicy // zero value: the default rules
 	mu      sync.Mutex          // publishes are serialized
+	obj     *objects            // the running publish's object access, under mu
 }
 
 // Publish implements Publisher.
 func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ref := "refs/heads/" + g.HeadRef
-	head, err := g.git(nil, nil, "rev-parse", "--verify", ref+"^{commit}")
+	obj, err := openObjects(g.Repo.GitDir)
 	if err != nil {
-		return PublishResult{}, fmt.Errorf("publish %s: read head %s: %w", req.Session.ID, g.HeadRef, err)
+		return PublishResult{}, fmt.Errorf("publish %s: %w", req.Session.ID, err)
+	}
+	g.obj = obj
+	defer func() { obj.close(); g.obj = nil }()
+	ref := "refs/heads/" + g.HeadRef
+	head, typ, _, err := obj.readNamed(ref)
+	if err != nil || typ != "commit" {
+		return PublishResult{}, fmt.Errorf("publish %s: read head %s: %v", req.Session.ID, g.HeadRef, err)
 	}
 	res := PublishResult{Head: head}
 	base := req.Session.Base

@@ -8,55 +8,44 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"corral/sandbox"
 )
 
 const zeroSHA = "0000000000000000000000000000000000000000"
 
-// hashChanges writes the changeset's contents as blobs — all regular files through one
-// `git hash-object --stdin-paths`, so a publish costs a handful of processes however
-// many paths it carries — and returns ours per path.
+// hashChanges writes the changeset's contents as blobs and returns ours per path.
+// The objects are hashed and written here, not by `git hash-object`: a publish costs a
+// handful of processes however many paths it carries.
 func (g *GitPublisher) hashChanges(cs sandbox.Changeset) ([]oursEntry, error) {
 	out := make([]oursEntry, len(cs))
-	var files []int
-	var sources bytes.Buffer
 	for i, c := range cs {
 		out[i].path = c.Path
 		switch {
 		case c.Kind == sandbox.Deleted:
 		case c.Mode&fs.ModeSymlink != 0:
-			sha, err := g.git(nil, []byte(c.Link), "hash-object", "-w", "--stdin")
+			sha, err := g.obj.write("blob", []byte(c.Link))
 			if err != nil {
 				return nil, fmt.Errorf("hash symlink %s: %w", c.Path, err)
 			}
 			out[i].e = entry{mode: "120000", sha: sha}
 		default:
-			if strings.ContainsAny(c.Source, "\n") {
-				return nil, fmt.Errorf("hash %s: source path %q has a newline", c.Path, c.Source)
+			// Read as stored, no filters: the sandbox holds the repository's bytes.
+			data, err := os.ReadFile(c.Source)
+			if err != nil {
+				return nil, fmt.Errorf("hash %s: %w", c.Path, err)
+			}
+			sha, err := g.obj.write("blob", data)
+			if err != nil {
+				return nil, fmt.Errorf("hash %s: %w", c.Path, err)
 			}
 			mode := "100644"
 			if c.Mode&0o111 != 0 {
 				mode = "100755"
 			}
-			out[i].e.mode = mode
-			files = append(files, i)
-			sources.WriteString(c.Source + "\n")
+			out[i].e = entry{mode: mode, sha: sha}
 		}
-	}
-	if len(files) == 0 {
-		return out, nil
-	}
-	shas, err := g.git(nil, sources.Bytes(), "hash-object", "-w", "--no-filters", "--stdin-paths")
-	if err != nil {
-		return nil, fmt.Errorf("hash changeset: %w", err)
-	}
-	lines := strings.Split(shas, "\n")
-	if len(lines) != len(files) {
-		return nil, fmt.Errorf("hash changeset: %d ids for %d files", len(lines), len(files))
-	}
-	for j, i := range files {
-		out[i].e.sha = lines[j]
 	}
 	return out, nil
 }
@@ -88,22 +77,17 @@ func (g *GitPublisher) pendingChanges(base, pending string) ([]oursEntry, error)
 // entries, not their contents). Absent paths are absent from the map.
 func (g *GitPublisher) lsTree(rev string, paths []string) (map[string]entry, error) {
 	tree := map[string]entry{}
-	if len(paths) == 0 {
-		return tree, nil
-	}
-	// --literal-pathspecs: a changed path named "*.go" means that file, not a glob.
-	out, err := g.git([]string{"GIT_LITERAL_PATHSPECS=1"}, nil, append([]string{"ls-tree", "-t", "-z", "--full-tree", rev, "--"}, paths...)...)
+	root, err := g.obj.commitTree(rev)
 	if err != nil {
-		return nil, fmt.Errorf("ls-tree %.12s: %w", rev, err)
+		return nil, err
 	}
-	for _, line := range strings.Split(out, "\x00") {
-		meta, p, ok := strings.Cut(line, "\t")
-		if !ok {
-			continue
+	for _, p := range paths {
+		e, err := g.obj.lookup(root, p)
+		if err != nil {
+			return nil, fmt.Errorf("%.12s:%s: %w", rev, p, err)
 		}
-		f := strings.Fields(meta) // mode type sha
-		if len(f) == 3 {
-			tree[p] = entry{mode: f[0], sha: f[2]}
+		if e.exists() {
+			tree[p] = e
 		}
 	}
 	return tree, nil
@@ -122,7 +106,7 @@ func (g *GitPublisher) mergeBlobs(base, ours, theirs string, union bool) (sha, c
 	for i, id := range []string{ours, base, theirs} {
 		var data []byte
 		if id != "" {
-			s, err := g.gitRaw(nil, nil, "cat-file", "blob", id)
+			_, s, err := g.obj.read(id)
 			if err != nil {
 				return "", "", fmt.Errorf("merge: read %.12s: %w", id, err)
 			}
@@ -149,7 +133,7 @@ func (g *GitPublisher) mergeBlobs(base, ours, theirs string, union bool) (sha, c
 		}
 		return "", "", fmt.Errorf("merge-file: %w", err)
 	}
-	sha, err = g.git(nil, merged, "hash-object", "-w", "--stdin")
+	sha, err = g.obj.write("blob", merged)
 	return sha, "", err
 }
 
@@ -180,30 +164,24 @@ func (g *GitPublisher) lastMoves(base, head string, paths []string) (map[string]
 	return moves, nil
 }
 
-// writeTree applies ours on top of parent in a temporary index and writes the tree.
+// writeTree applies ours on top of parent's tree and writes the trees that change.
 func (g *GitPublisher) writeTree(parent string, ours []oursEntry) (string, error) {
-	idx, err := os.CreateTemp(g.Repo.StateDir, "publish-index-")
+	root, err := g.obj.commitTree(parent)
 	if err != nil {
-		return "", fmt.Errorf("temp index: %w", err)
-	}
-	idx.Close()
-	defer os.Remove(idx.Name())
-	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
-	if _, err := g.git(env, nil, "read-tree", parent); err != nil {
 		return "", err
 	}
-	var info bytes.Buffer
+	changes := make(map[string]entry, len(ours))
 	for _, o := range ours {
-		if !o.e.exists() {
-			fmt.Fprintf(&info, "0 %s\t%s\x00", zeroSHA, o.path)
-			continue
-		}
-		fmt.Fprintf(&info, "%s %s\t%s\x00", o.e.mode, o.e.sha, o.path)
+		changes[o.path] = o.e
 	}
-	if _, err := g.git(env, info.Bytes(), "update-index", "-z", "--index-info"); err != nil {
+	tree, err := g.obj.applyTree(root, changes)
+	if err != nil {
 		return "", err
 	}
-	return g.git(env, nil, "write-tree")
+	if tree == "" { // everything deleted: git's empty tree
+		return g.obj.write("tree", nil)
+	}
+	return tree, nil
 }
 
 // commit writes one attributable commit of ours on top of head. empty: the tree
@@ -213,7 +191,7 @@ func (g *GitPublisher) commit(req PublishRequest, head string, ours []oursEntry,
 	if err != nil {
 		return "", false, err
 	}
-	headTree, err := g.git(nil, nil, "rev-parse", head+"^{tree}")
+	headTree, err := g.obj.commitTree(head)
 	if err != nil {
 		return "", false, err
 	}
@@ -222,7 +200,7 @@ func (g *GitPublisher) commit(req PublishRequest, head string, ours []oursEntry,
 	}
 	msg := fmt.Sprintf("%s: %s\n\nCorral-Task: %s\nCorral-Session: %s\nCorral-Base: %s\nCorral-Outcome: %s\n",
 		req.Task.ID, firstLine(req.Task.Prompt), req.Task.ID, req.Session.ID, req.Session.Base, outcome)
-	commit, err := g.git(authorEnv(req.Task.ID), []byte(msg), "commit-tree", tree, "-p", head)
+	commit, err := g.writeCommit(req.Task.ID, tree, head, msg)
 	return commit, false, err
 }
 
@@ -235,7 +213,7 @@ func (g *GitPublisher) pendingCommit(req PublishRequest, base string, ours []our
 	}
 	msg := fmt.Sprintf("%s: %s (escalated)\n\nCorral-Task: %s\nCorral-Session: %s\nCorral-Base: %s\nCorral-Outcome: %s\n",
 		req.Task.ID, firstLine(req.Task.Prompt), req.Task.ID, req.Session.ID, base, OutcomeEscalated)
-	commit, err := g.git(authorEnv(req.Task.ID), []byte(msg), "commit-tree", tree, "-p", base)
+	commit, err := g.writeCommit(req.Task.ID, tree, base, msg)
 	if err != nil {
 		return "", err
 	}
@@ -245,9 +223,14 @@ func (g *GitPublisher) pendingCommit(req PublishRequest, base string, ours []our
 	return commit, nil
 }
 
-func authorEnv(task string) []string {
-	return []string{"GIT_AUTHOR_NAME=corral " + task, "GIT_AUTHOR_EMAIL=" + task + "@corral.local",
-		"GIT_COMMITTER_NAME=corral", "GIT_COMMITTER_EMAIL=corral@corral.local"}
+// writeCommit writes a commit authored by the task, committed by corral.
+func (g *GitPublisher) writeCommit(task, tree, parent, msg string) (string, error) {
+	now := time.Now()
+	stamp := fmt.Sprintf("%d %s", now.Unix(), now.Format("-0700"))
+	clean := func(s string) string { return strings.NewReplacer("<", "", ">", "", "\n", " ").Replace(s) }
+	body := fmt.Sprintf("tree %s\nparent %s\nauthor corral %s <%s@corral.local> %s\ncommitter corral <corral@corral.local> %s\n\n%s",
+		tree, parent, clean(task), clean(task), stamp, stamp, msg)
+	return g.obj.write("commit", []byte(body))
 }
 
 func (g *GitPublisher) git(env []string, stdin []byte, args ...string) (string, error) {

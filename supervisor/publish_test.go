@@ -110,6 +110,8 @@ func TestPublishOutcomesAndConflictClasses(t *testing.T) {
 					t.Errorf("Corral-Outcome trailer %q, want %q", trailers, tc.outcome)
 				}
 			}
+			// Objects corral wrote by hand must be what git would write.
+			run(t, r.dir, "git", "fsck", "--strict", "--no-dangling", "--no-progress")
 			for _, c := range res.Conflicts {
 				if tc.theirs != nil && !strings.HasPrefix(tc.name, "refused") && tc.name != "protected generated output" && res.Moves[c.Path] == "" {
 					t.Errorf("conflict on %s names no commit that moved it: %v", c.Path, res.Moves)
