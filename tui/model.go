@@ -56,6 +56,7 @@ type Model struct {
 	attached  string // session typed into, "" when not attached
 	quitting  bool
 	boxCache  map[int]boxCache
+	frame     string // the last rendered screen; "" when something changed since
 }
 
 // New builds the root model over a backend.
@@ -99,8 +100,12 @@ func waitSkinCmd(ch <-chan struct{}) tea.Cmd {
 	}
 }
 
-// Update routes one message.
+// Update routes one message. Every message but the clock's may change the screen;
+// the clock's only does when it brings something, so an idle fleet costs no View.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if _, tick := msg.(frameMsg); !tick {
+		m.frame = ""
+	}
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height

@@ -66,7 +66,10 @@ func (m *Model) layout() {
 
 // View composes cached pane renderings; it builds no styles and reads nothing.
 func (m *Model) View() tea.View {
-	v := tea.NewView(m.render())
+	if m.frame == "" {
+		m.frame = m.render()
+	}
+	v := tea.NewView(m.frame)
 	v.AltScreen = true
 	v.WindowTitle = "corral — " + m.snap.Fleet
 	return v
