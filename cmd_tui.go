@@ -291,6 +291,11 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 				item.What = "escalated publish waits for approval (a approves, d denies): " + p.Message
 			}
 			snap.Inbox = append(snap.Inbox, item)
+		case supervisor.TaskFailed:
+			if t.Attempts > t.Retries {
+				snap.Inbox = append(snap.Inbox, tui.InboxItem{Task: t.ID,
+					What: fmt.Sprintf("out of retries after %d attempt(s): %s (r retries)", t.Attempts, t.Reason)})
+			}
 		case supervisor.TaskInterrupted:
 			snap.Inbox = append(snap.Inbox, tui.InboxItem{Task: t.ID, What: "interrupted: p resumes it over its kept layer"})
 		}

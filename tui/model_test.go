@@ -28,11 +28,19 @@ func press(m *Model, keys ...string) []tea.Msg {
 	var msgs []tea.Msg
 	for _, k := range keys {
 		_, cmd := m.Update(keyMsg(k))
-		if cmd != nil {
-			if msg := cmd(); msg != nil {
+		if cmd == nil {
+			continue
+		}
+		// The input's cursor blink is a timer: a command that takes long is not ours.
+		done := make(chan tea.Msg, 1)
+		go func() { done <- cmd() }()
+		select {
+		case msg := <-done:
+			if msg != nil {
 				msgs = append(msgs, msg)
 				m.Update(msg)
 			}
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	return msgs
