@@ -70,7 +70,7 @@ func TestTUIDemoInTmux(t *testing.T) {
 	waitFor("the approval", func(s string) bool { return strings.Contains(s, ": done") && strings.Contains(s, "approve publish") })
 	waitFor("the inbox emptied", func(s string) bool { return strings.Contains(s, "inbox 0") })
 	keys("q")
-	waitFor("the quit question", func(s string) bool { return strings.Contains(s, "keep their work") })
+	waitFor("the quit question", func(s string) bool { return strings.Contains(s, "keep work") })
 	keys("k")
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -209,8 +209,7 @@ func (m *Model) askQuit() tea.Cmd {
 		return func() tea.Msg { return quitReadyMsg{} }
 	}
 	m.dialog = &dialog{kind: dlgQuit, prompt: fmt.Sprintf(
-		"%s running. k: stop them and keep their work (resumable)   d: discard them all   esc: stay",
-		plural(len(live), "agent is", "agents are"))}
+		"quit with %s running? k: stop, keep work · d: discard all · esc: stay", plural(len(live), "agent", "agents"))}
 	return nil
 }
 

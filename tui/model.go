@@ -126,6 +126,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if len(m.events) == 0 {
 			m.events = append(m.events, msg.snap.Events...)
 		}
+		m.layout() // the tasks pane grows with the tasks on a narrow screen
 		m.refresh()
 		return m, nil
 	case eventsMsg:

@@ -36,7 +36,8 @@ func (m *Model) boxes() [][]paneBox {
 		return nil
 	}
 	if !m.wide() {
-		top := max(5, body/2)
+		// The tasks get what their rows need, leaving the other pane at least 6 lines.
+		top := max(5, min(len(m.snap.Tasks)+4, body-6))
 		return [][]paneBox{{{pane: 0, w: m.width, h: top}, {pane: m.bottomPane(), w: m.width, h: body - top}}}
 	}
 	leftW := m.width * 3 / 5
@@ -193,6 +194,11 @@ func (m *Model) header() string {
 	}
 	line1 := st.Header.Render("corral ") + st.Title.Render(s.Fleet) +
 		st.Muted.Render(fmt.Sprintf("  head %s %s", s.HeadRef, short(s.Head)))
+	if n := len(s.Inbox); n > 0 {
+		line1 += "  " + st.State("inbox").Render(fmt.Sprintf("⚑ inbox %d", n))
+	} else {
+		line1 += st.Muted.Render("  inbox 0")
+	}
 	behind, most := 0, 0
 	for _, t := range s.Tasks {
 		if t.Session != "" && t.Behind > 0 {
@@ -200,12 +206,7 @@ func (m *Model) header() string {
 		}
 	}
 	if behind > 0 {
-		line1 += st.Warn.Render(fmt.Sprintf("  %s behind it (up to %d commits)", plural(behind, "session", "sessions"), most))
-	}
-	if n := len(s.Inbox); n > 0 {
-		line1 += "  " + st.State("inbox").Render(fmt.Sprintf("⚑ inbox %d", n))
-	} else {
-		line1 += st.Muted.Render("  inbox 0")
+		line1 += st.Warn.Render(fmt.Sprintf("  %s behind head (≤%d commits)", plural(behind, "session", "sessions"), most))
 	}
 	// A narrow screen shows only the states some task is in, so the gauges still fit.
 	narrow := m.width < 120
