@@ -308,7 +308,10 @@ func (m *Model) bottomPane() int {
 }
 
 // Close ends the event subscription; main calls it once the program has returned.
-func (m *Model) Close() { m.unsub() }
+func (m *Model) Close() {
+	m.unsub()
+	m.session.close()
+}
 
 func plural(n int, one, many string) string {
 	if n == 1 {

@@ -2,20 +2,25 @@ package tui
 
 import (
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/vt"
 )
 
-// sessionPane shows the selected task's live terminal: the tail of its output with
-// control sequences removed (no emulator: cheap, and only the visible pane is fed).
+// sessionPane shows the selected task's live terminal through a VT emulator, so a
+// full-screen agent (alt screen, cursor moves, colours) looks as it would in a real
+// terminal. Only the shown session is emulated: emulation costs far more than the pty
+// produces for an idle agent, and nobody looks at the others.
 type sessionPane struct {
 	data      *viewData
 	sessionID string
 	task      *TaskRow
-	buf       []byte
-	lines     []string // cached, cleaned
+	emu       *vt.Emulator
+	screen    string // the emulator's last rendering; "" after new output
+	fed       bool
 	factsLine string
 	w, h      int
 }
@@ -31,14 +36,33 @@ func (p *sessionPane) Title() string {
 
 func (p *sessionPane) SetData(d *viewData) { p.data = d }
 
-func (p *sessionPane) SetSize(w, h int) { p.w, p.h = w, h }
+// SetSize resizes the emulator with the pane, as a terminal window would be.
+func (p *sessionPane) SetSize(w, h int) {
+	if w == p.w && h == p.h {
+		return
+	}
+	p.w, p.h = w, h
+	if p.emu != nil && w > 0 && h > 1 {
+		p.emu.Resize(w, h-1)
+		p.screen = ""
+	}
+}
 
 func (p *sessionPane) Update(tea.Msg) tea.Cmd { return nil }
 
-// show switches to another session, dropping the previous one's output.
+// show switches to another session; the previous emulator is closed, which also ends
+// the goroutine draining its replies.
 func (p *sessionPane) show(id string, t *TaskRow) {
-	p.sessionID, p.buf, p.lines = id, nil, nil
+	p.close()
+	p.sessionID = id
 	p.facts(t)
+}
+
+func (p *sessionPane) close() {
+	if p.emu != nil {
+		p.emu.Close()
+	}
+	p.emu, p.screen, p.fed = nil, "", false
 }
 
 // facts is the line of sandbox facts above the output.
@@ -60,60 +84,46 @@ func (p *sessionPane) facts(t *TaskRow) {
 	}
 }
 
+// append feeds new output to the emulator. A burst larger than the screen could show
+// is cut to its tail first: emulating what scrolls away unseen is wasted work.
 func (p *sessionPane) append(data []byte) {
-	if len(data) == 0 {
+	if len(data) == 0 || p.w <= 0 || p.h <= 1 {
 		return
 	}
-	p.buf = append(p.buf, data...)
-	if len(p.buf) > outputKeep {
-		p.buf = append([]byte(nil), p.buf[len(p.buf)-outputKeep:]...)
+	if p.emu == nil {
+		p.emu = vt.NewEmulator(p.w, p.h-1)
+		// The emulator answers queries (ESC[6n…) on a pipe; unread, Write would block.
+		go io.Copy(io.Discard, p.emu)
 	}
-	p.lines = termLines(p.buf)
+	if len(data) > outputKeep {
+		data = data[len(data)-outputKeep:]
+	}
+	p.emu.Write(data)
+	p.fed, p.screen = true, ""
 }
 
-// termLines turns raw terminal output into plain lines: escape sequences removed, a
-// carriage return overwriting its line as a terminal would.
-func termLines(b []byte) []string {
-	s := stripANSI(string(b))
-	raw := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
-	out := make([]string, 0, len(raw))
-	for _, l := range raw {
-		if i := strings.LastIndexByte(strings.TrimRight(l, "\r"), '\r'); i >= 0 {
-			l = l[i+1:]
-		}
-		out = append(out, strings.Map(func(r rune) rune {
-			if r < 0x20 && r != '\t' || r == 0x7f {
-				return -1
-			}
-			if r == '\t' {
-				return ' '
-			}
-			return r
-		}, l))
+// tail renders the emulated screen, w×h at most.
+func (p *sessionPane) tail(w, h int) string {
+	if p.emu == nil {
+		return ""
 	}
-	if len(out) > 0 && out[len(out)-1] == "" {
-		out = out[:len(out)-1]
+	if p.screen == "" {
+		p.screen = p.emu.Render()
 	}
-	return out
+	lines := strings.Split(p.screen, "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		lines[i] = padTo(l, w)
+	}
+	return strings.Join(lines, "\n")
 }
 
+// stripANSI removes escape sequences, for rows restyled as selected.
 var ansiRE = regexp.MustCompile(`\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[@-Z\\-_])`)
 
 func stripANSI(s string) string { return ansiRE.ReplaceAllString(s, "") }
-
-// tail renders the last h lines of output, fitted to w.
-func (p *sessionPane) tail(w, h int) string {
-	st := p.data.styles
-	var b strings.Builder
-	start := max(0, len(p.lines)-h)
-	for i := start; i < len(p.lines); i++ {
-		if i > start {
-			b.WriteByte('\n')
-		}
-		b.WriteString(st.Text.Render(fit(p.lines[i], w)))
-	}
-	return b.String()
-}
 
 func (p *sessionPane) View(bool) string {
 	if p.data == nil {
@@ -124,7 +134,7 @@ func (p *sessionPane) View(bool) string {
 	if p.sessionID == "" || p.h < 2 {
 		return head
 	}
-	if len(p.lines) == 0 {
+	if !p.fed {
 		return head + "\n" + st.Muted.Render(fit("(no output yet)", p.w))
 	}
 	return head + "\n" + p.tail(p.w, p.h-1)

@@ -57,6 +57,11 @@ func (m *Model) boxes() [][]paneBox {
 
 // layout hands each visible pane its inner size (inside the border, under the title).
 func (m *Model) layout() {
+	if m.attached != "" {
+		// Attached, the agent's terminal is the whole screen under the bar.
+		m.session.SetSize(m.width, m.height-1)
+		return
+	}
 	for _, col := range m.boxes() {
 		for _, b := range col {
 			m.panes[b.pane].SetSize(b.w-2, b.h-3)
@@ -254,5 +259,5 @@ func (m *Model) statusLine() string {
 func (m *Model) renderAttached() string {
 	st := m.styles
 	bar := st.Warn.Render(fmt.Sprintf(" attached to %s — typing goes to the agent; ctrl+] detaches ", m.attached))
-	return padTo(bar, m.width) + "\n" + m.session.tail(m.width, m.height-1)
+	return padTo(bar, m.width) + "\n" + m.session.tail(m.width, m.height-2)
 }
