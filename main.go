@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"corral/sandbox"
 )
@@ -68,6 +69,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return exitOK
+	}
+	// `corral PLAN` is `corral tui PLAN`.
+	if strings.HasSuffix(args[0], ".toml") {
+		args = append([]string{"tui"}, args...)
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {

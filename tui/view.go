@@ -216,7 +216,7 @@ func (m *Model) header() string {
 	// A narrow screen shows only the states some task is in, so the gauges still fit.
 	narrow := m.width < 120
 	var c strings.Builder
-	for _, k := range []string{"running", "paused", "queued", "publishing", "done", "failed", "inbox"} {
+	for _, k := range []string{"running", "paused", "queued", "publishing", "interrupted", "done", "failed", "inbox"} {
 		always := k == "running" || k == "queued" || k == "done" || k == "paused"
 		if counts[k] > 0 || always && !narrow {
 			sep := "  "
