@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -137,7 +139,39 @@ func (b *tuiBackend) Subscribe() (<-chan tui.Event, func()) {
 }
 
 func tuiEvent(e supervisor.Event) tui.Event {
-	return tui.Event{Seq: e.Seq, Time: e.Time.Local(), Kind: e.Kind, Task: e.Task, Session: e.Session, Data: string(e.Data)}
+	return tui.Event{Seq: e.Seq, Time: e.Time.Local(), Kind: e.Kind, Task: e.Task, Session: e.Session, Data: eventFacts(e.Data)}
+}
+
+// eventFacts turns an event's JSON data into "key=value" pairs for the timeline, once
+// per event rather than once per frame.
+func eventFacts(data json.RawMessage) string {
+	var m map[string]any
+	if len(data) == 0 || json.Unmarshal(data, &m) != nil {
+		return string(data)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		v := m[k]
+		if v == nil {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		switch v := v.(type) {
+		case string:
+			fmt.Fprintf(&b, "%s=%s", k, v)
+		default:
+			j, _ := json.Marshal(v)
+			fmt.Fprintf(&b, "%s=%s", k, j)
+		}
+	}
+	return b.String()
 }
 
 func (b *tuiBackend) Output(session string) (tui.Output, bool) {
