@@ -52,7 +52,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer fl.Close()
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// A closed terminal (SIGHUP) stops the fleet as cleanly as ^C: sandboxes, mounts
+	// and cgroups go, whatever screen was showing them.
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
 	if !*headless {
 		return runTUIFleet(ctx, fl)

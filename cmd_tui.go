@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -33,7 +35,9 @@ func runTUI(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer fl.Close()
-	return runTUIFleet(context.Background(), fl)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer cancel()
+	return runTUIFleet(ctx, fl)
 }
 
 // runTUIFleet runs the supervisor and the TUI together until the user quits; the
