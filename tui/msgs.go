@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"io"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -104,7 +103,7 @@ func actCmd(b Backend, a Action) tea.Cmd {
 func writeCmd(b Backend, session string, p []byte) tea.Cmd {
 	return func() tea.Msg {
 		if w, ok := b.Input(session); ok {
-			w.(io.Writer).Write(p)
+			w.Write(p) // a failed write means the agent is gone; its exit event says so
 		}
 		return nil
 	}
