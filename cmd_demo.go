@@ -47,7 +47,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fl, err := openFleet(planPath, !*headless)
+	fl, err := openFleet(planPath, !*headless, false)
 	if err != nil {
 		return err
 	}
@@ -104,6 +104,7 @@ type fleet struct {
 	log          *os.File
 	defaultAgent string // for tasks added by hand in the TUI
 	repo         sandbox.Repo
+	startSeq     int64 // the last event before this run opened the fleet
 }
 
 func (f *fleet) Close() {
@@ -111,13 +112,23 @@ func (f *fleet) Close() {
 	f.log.Close()
 }
 
-// openFleet opens a plan's fleet the way `corral run` does and adds the plan's tasks
-// it does not know yet. The TUI leaves interrupted sessions for the user to resume.
-func openFleet(planPath string, interactive bool) (*fleet, error) {
-	plan, repo, db, err := openPlanFleet(planPath, false)
+// openFleet opens a plan's fleet (for `corral run`, the TUI and the demo) and adds the
+// plan's tasks it does not know yet. Headless runs resume interrupted sessions; the
+// TUI leaves them for the user. fresh starts a new run beside the old records.
+func openFleet(planPath string, interactive, fresh bool) (*fleet, error) {
+	plan, repo, db, err := openPlanFleet(planPath, fresh)
 	if err != nil {
 		return nil, err
 	}
+	// Events of this run start after what the store already holds.
+	var startSeq int64
+	db.View(func(r supervisor.Reader) error {
+		evs, err := r.Events(0, 1<<30)
+		if n := len(evs); n > 0 {
+			startSeq = evs[n-1].Seq
+		}
+		return err
+	})
 	logFile, err := os.OpenFile(filepath.Join(repo.StateDir, "corral.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		db.Close()
@@ -147,7 +158,7 @@ func openFleet(planPath string, interactive bool) (*fleet, error) {
 		logFile.Close()
 		return nil, err
 	}
-	fl := &fleet{sv: sv, db: db, log: logFile, repo: repo, defaultAgent: `claude -p "$CORRAL_PROMPT"`}
+	fl := &fleet{sv: sv, db: db, log: logFile, repo: repo, startSeq: startSeq, defaultAgent: `claude -p "$CORRAL_PROMPT"`}
 	if len(plan.Tasks) > 0 {
 		fl.defaultAgent = plan.Tasks[0].Agent
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -60,7 +59,7 @@ func openPlanFleet(planPath string, fresh bool) (*supervisor.Plan, sandbox.Repo,
 // without a terminal, streaming its events as JSON lines.
 func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", stderr)
-	headless := fs.Bool("headless", false, "run without the TUI, to completion")
+	headless := fs.Bool("headless", false, "run without the TUI, to completion (default: the TUI)")
 	eventsPath := fs.String("events", "-", "write events as JSON lines to FILE (- for standard output)")
 	fresh := fs.Bool("fresh", false, "start a new run even if this fleet has one (the old records are kept beside it)")
 	if err := parseFlags(fs, reorderFlags(args)); err != nil {
@@ -69,48 +68,17 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return badInput("run: want one PLAN file")
 	}
+	fl, err := openFleet(fs.Arg(0), !*headless, *fresh)
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
 	if !*headless {
-		return badInput("run: the TUI is not built yet; add --headless")
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		defer cancel()
+		return runTUIFleet(ctx, fl)
 	}
-	plan, repo, db, err := openPlanFleet(fs.Arg(0), *fresh)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
-	var lastSeq int64
-	db.View(func(r supervisor.Reader) error {
-		evs, err := r.Events(0, 1<<30)
-		if n := len(evs); n > 0 {
-			lastSeq = evs[n-1].Seq
-		}
-		return err
-	})
-	logFile, err := os.OpenFile(filepath.Join(repo.StateDir, "corral.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	sv, err := supervisor.New(supervisor.Config{
-		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: true,
-		Log: slog.New(slog.NewTextHandler(logFile, nil)),
-	})
-	if err != nil {
-		return err
-	}
-	known := map[string]bool{}
-	for _, t := range sv.State().Tasks {
-		known[t.ID] = true
-	}
-	var add []supervisor.Task
-	for _, t := range plan.Tasks {
-		if !known[t.ID] {
-			add = append(add, t)
-		}
-	}
-	if err := sv.AddTasks(add...); err != nil {
-		return err
-	}
+	db, sv, lastSeq := fl.db, fl.sv, fl.startSeq
 
 	out := stdout
 	if *eventsPath != "-" {

@@ -30,7 +30,7 @@ func runTUI(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return badInput("tui: want one PLAN file")
 	}
-	fl, err := openFleet(fs.Arg(0), true)
+	fl, err := openFleet(fs.Arg(0), true, false)
 	if err != nil {
 		return err
 	}
