@@ -29,7 +29,7 @@ func decide(verb string, args []string, stdout, stderr io.Writer) error {
 	repoDir := fs.String("repo", ".", "the git repository")
 	fleet := fs.String("fleet", "", "fleet name (default: the most recent)")
 	why := fs.String("why", "", "the reason, recorded with the decision (required to deny)")
-	if err := parseFlags(fs, reorderFlags(args)); err != nil {
+	if err := parseFlags(fs, reorderValueFlags(args, "why", "repo", "fleet")); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -57,4 +57,31 @@ func decide(verb string, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s publish %d recorded; the fleet's supervisor applies it (events publish.approved/publish.denied)\n",
 		map[string]string{"approve": "approval of", "deny": "denial of"}[verb], id)
 	return nil
+}
+
+// reorderValueFlags moves flags (with the separate values of the named ones) ahead of
+// positional arguments, so `deny 3 --why "reason"` parses like `deny --why … 3`.
+func reorderValueFlags(args []string, valued ...string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			for _, v := range valued {
+				if name == v && i+1 < len(args) {
+					flags = append(flags, args[i+1])
+					i++
+					break
+				}
+			}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return append(flags, pos...)
 }

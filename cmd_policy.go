@@ -19,7 +19,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	planPath := fs.String("plan", "", "plan file whose [[policy]] rules go before the defaults")
 	repoDir := fs.String("repo", ".", "the git repository (to find its fleet's plan)")
 	fleet := fs.String("fleet", "", "fleet name (default: the most recent)")
-	if err := parseFlags(fs, reorderFlags(args[1:])); err != nil {
+	if err := parseFlags(fs, reorderValueFlags(args[1:], "plan", "repo", "fleet")); err != nil {
 		return err
 	}
 	if args[0] == "explain" && fs.NArg() == 0 {

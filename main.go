@@ -49,6 +49,7 @@ func commands() []command {
 		{"demo", "run the sample shop's story with scripted agents: demo [--headless]", runDemo},
 		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox|supervisor|publish", runBenchAll},
 		{"policy", "say which path rule integrates a path: policy explain PATH… [--plan PLAN]", runPolicy},
+		{"publish", "list publishes, show one with its held diff: publish ls | publish show ID", runPublish},
 		{"approve", "land an escalated publish: approve ID", runApprove},
 		{"deny", "turn an escalated publish down: deny ID --why REASON", runDeny},
 	}
