@@ -156,3 +156,42 @@ func TestPublishPlanRulesOverrideDefaults(t *testing.T) {
 		t.Fatalf("secrets under a reject rule: %s %+v", res.Outcome, res.Conflicts)
 	}
 }
+
+// TestPublishApprovalRechecksAtCurrentHead: an escalated publish keeps its work as a
+// pending commit; approved later it is published against the head as it is then —
+// landing when that is clean, rejected when the head meanwhile clashed with it.
+func TestPublishApprovalRechecksAtCurrentHead(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		meanwhile map[string]string
+		outcome   string
+	}{
+		{"clean at the new head", map[string]string{"other.txt": "moved on\n"}, supervisor.OutcomeMerged},
+		{"clash at the new head", map[string]string{"go.sum": strings.Replace(goSum, "example.com/z v1.0.0", "example.com/z v9.0.0", 1)}, supervisor.OutcomeRejected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newPubRepo(t, map[string]string{"go.sum": goSum, "other.txt": "other\n"})
+			r.moveHead(map[string]string{"go.sum": strings.Replace(goSum, "example.com/a v1.0.0", "example.com/a v1.1.0", 1)})
+			req := r.request("ours", r.base, map[string]string{"go.sum": strings.Replace(goSum, "example.com/z v1.0.0", "example.com/z v2.0.0", 1)})
+			res, err := r.pub.Publish(req)
+			if err != nil || res.Outcome != supervisor.OutcomeEscalated || res.Pending == "" {
+				t.Fatalf("first publish: %v %s %q", err, res.Outcome, res.Pending)
+			}
+			// The head moves on while the publish waits (a human-set rule lets it).
+			r.pub.Policy = policies.NewPathPolicy([]policies.PathRule{{Glob: "go.sum", Action: policies.ActionMerge}})
+			r.moveHead(tc.meanwhile)
+			r.pub.Policy = policies.PathPolicy{}
+			before := r.head()
+			res, err = r.pub.Publish(supervisor.PublishRequest{Task: req.Task, Session: req.Session, Pending: res.Pending, Approved: true})
+			if err != nil || res.Outcome != tc.outcome {
+				t.Fatalf("approved publish: %v %s %s", err, res.Outcome, res.Message)
+			}
+			if tc.outcome == supervisor.OutcomeMerged && !strings.Contains(r.show("go.sum"), "example.com/z v2.0.0") {
+				t.Errorf("approved change missing:\n%s", r.show("go.sum"))
+			}
+			if tc.outcome == supervisor.OutcomeRejected && r.head() != before {
+				t.Error("rejected approval moved the head")
+			}
+		})
+	}
+}
