@@ -100,6 +100,11 @@ func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 	if err != nil || typ != "commit" {
 		return PublishResult{}, fmt.Errorf("publish %s: read head %s: %v", req.Session.ID, g.HeadRef, err)
 	}
+	if len(head) != 40 {
+		// Objects are hashed here with SHA-1; a SHA-256 repository would get ids git
+		// cannot find, so refuse before writing any.
+		return PublishResult{}, fmt.Errorf("publish %s: head %s: only SHA-1 repositories are supported", req.Session.ID, head)
+	}
 	res := PublishResult{Head: head}
 	base := req.Session.Base
 	var ours []oursEntry
