@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,19 @@ agent = "DEP=example.com/z VERSION=v2.0.0 AGENT_SLEEP=2.5 sh agents/lockfile.sh"
 	}
 	if code, _, errOut = runMain("deny", id[1], "--why", "too late", "--repo", dir); code != exitBadInput || !strings.Contains(errOut, "already decided") {
 		t.Errorf("second decision: exit %d %s", code, errOut)
+	}
+}
+
+// TestBenchPublishRuns is a smoke test of `corral bench publish` on small repositories
+// (the figures themselves come from a real run on the Go source tree).
+func TestBenchPublishRuns(t *testing.T) {
+	files := map[string]string{}
+	for i := 0; i < 30; i++ {
+		files[filepath.Join("p", "f"+strconv.Itoa(i)+".go")] = "package p\n"
+	}
+	repo := gitRepo(t, files)
+	code, out, errOut := runMain("bench", "publish", "--repo", repo, "--runs", "2", "--files", "3", "--scratch", t.TempDir())
+	if code != exitOK || !strings.Contains(out, "vs merge") || !strings.Contains(out, "×") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
