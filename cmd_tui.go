@@ -95,6 +95,11 @@ type tuiBackend struct {
 	fl           *fleet
 	eventsLoaded bool
 	behindCache  map[[2]string]int // (base, head) → commits the head is ahead
+	// usage holds each live session's last minute of samples, fetched incrementally:
+	// re-reading a minute of samples for 100 sessions every second cost more than
+	// everything else the TUI does.
+	usage     map[string][]tui.UsagePoint
+	usageSeen map[string]time.Time
 }
 
 // behind counts the commits on head since base; a snapshot asks once per pair.
@@ -257,10 +262,32 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 				conflicts[p.ID], _ = r.Conflicts(p.ID)
 			}
 		}
+		if b.usage == nil {
+			b.usage, b.usageSeen = map[string][]tui.UsagePoint{}, map[string]time.Time{}
+		}
+		live := map[string]bool{}
 		for _, s := range st.Sessions {
-			us, _ := r.Usage(s.ID, since)
+			live[s.ID] = true
+			from := since
+			if seen, ok := b.usageSeen[s.ID]; ok && seen.After(from) {
+				from = seen.Add(time.Nanosecond)
+			}
+			us, _ := r.Usage(s.ID, from)
+			pts := b.usage[s.ID]
 			for _, u := range us {
-				snap.Usage[s.ID] = append(snap.Usage[s.ID], tui.UsagePoint{CPUPercent: u.CPUPercent, Memory: u.Memory})
+				pts = append(pts, tui.UsagePoint{CPUPercent: u.CPUPercent, Memory: u.Memory})
+				b.usageSeen[s.ID] = u.Time
+			}
+			if len(pts) > 60 {
+				pts = pts[len(pts)-60:]
+			}
+			b.usage[s.ID] = pts
+			snap.Usage[s.ID] = pts
+		}
+		for id := range b.usage {
+			if !live[id] {
+				delete(b.usage, id)
+				delete(b.usageSeen, id)
 			}
 		}
 		if !b.eventsLoaded {

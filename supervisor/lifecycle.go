@@ -29,10 +29,18 @@ func (s *Supervisor) admitNext() {
 	for _, id := range s.order {
 		tasks = append(tasks, *s.tasks[id])
 	}
+	now := s.now()
 	next, verdicts := admit(admissionView{
 		limits: s.fleet.Admission, tasks: tasks, live: live,
-		lastLaunch: s.lastLaunch, now: s.now(), overlaps: s.intentsOverlap,
+		lastLaunch: s.lastLaunch, now: now, overlaps: s.intentsOverlap,
 	})
+	s.admitDue = 0
+	for _, v := range verdicts {
+		if strings.HasPrefix(v.reason, "staged launch") {
+			// Wake exactly when the staged launch is due, not on a polling tick.
+			s.admitDue = s.lastLaunch.Add(s.fleet.Admission.Interval).Sub(now)
+		}
+	}
 	for _, v := range verdicts {
 		t := s.tasks[v.task.ID]
 		if v.never {

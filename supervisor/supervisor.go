@@ -49,7 +49,8 @@ type Supervisor struct {
 	order      []string // task ids in creation order
 	sessions   map[string]*liveSession
 	lastLaunch time.Time
-	baseFiles  []string // file list of the fleet's base, for intent overlap checks
+	admitDue   time.Duration // when a staged launch is next due, 0 if none waits
+	baseFiles  []string      // file list of the fleet's base, for intent overlap checks
 	verdicts   map[string]string
 
 	inbox   chan func()
@@ -225,17 +226,24 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	sample := time.NewTicker(s.cfg.SampleEvery)
 	defer sample.Stop()
-	admitTick := time.NewTicker(50 * time.Millisecond)
-	defer admitTick.Stop()
+	// Admission runs after every message; besides, it wakes when a staged launch is due
+	// and once a second (decisions recorded by another process, clock-based reasons).
+	admitTimer := time.NewTimer(time.Second)
+	defer admitTimer.Stop()
 	for {
 		s.locked(s.admitNext)
+		due := time.Second
+		if s.admitDue > 0 && s.admitDue < due {
+			due = s.admitDue
+		}
+		admitTimer.Reset(due)
 		select {
 		case <-ctx.Done():
 			return nil
 		case fn := <-s.inbox:
 			s.locked(fn)
 		case <-s.wake:
-		case <-admitTick.C:
+		case <-admitTimer.C:
 		case <-sample.C:
 			s.locked(s.sampleUsage)
 		}
