@@ -268,15 +268,19 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 		live := map[string]bool{}
 		for _, s := range st.Sessions {
 			live[s.ID] = true
-			from := since
-			if seen, ok := b.usageSeen[s.ID]; ok && seen.After(from) {
-				from = seen.Add(time.Nanosecond)
-			}
-			us, _ := r.Usage(s.ID, from)
 			pts := b.usage[s.ID]
+			var us []supervisor.Usage
+			if seen, ok := b.usageSeen[s.ID]; !ok {
+				us, _ = r.Usage(s.ID, since) // a session's history, once
+			} else if u, ok := st.Usage[s.ID]; ok && u.Time.After(seen) {
+				us = []supervisor.Usage{u} // then its newest sample, which State already read
+			}
 			for _, u := range us {
 				pts = append(pts, tui.UsagePoint{CPUPercent: u.CPUPercent, Memory: u.Memory})
 				b.usageSeen[s.ID] = u.Time
+			}
+			if _, ok := b.usageSeen[s.ID]; !ok {
+				b.usageSeen[s.ID] = time.Time{}
 			}
 			if len(pts) > 60 {
 				pts = pts[len(pts)-60:]

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"corral/sandbox"
@@ -61,6 +62,17 @@ func main() {
 	if sandbox.IsInit() {
 		sandbox.InitMain()
 		return
+	}
+	// CORRAL_CPUPROFILE=FILE writes a CPU profile of the whole run, for finding where an
+	// idle fleet's cycles go (go tool pprof FILE).
+	if path := os.Getenv("CORRAL_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			code := Main(os.Args[1:], os.Stdout, os.Stderr)
+			pprof.StopCPUProfile()
+			f.Close()
+			os.Exit(code)
+		}
 	}
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -136,6 +136,7 @@ type Cgroup struct {
 	dirs    []string // every directory of the group, one per hierarchy, sorted
 
 	noKillFile bool // tests: pretend cgroup.kill is missing to exercise the fallback
+	stat       statFiles
 }
 
 // Name returns the group's name relative to each hierarchy's root.
@@ -405,6 +406,7 @@ func (c *Cgroup) Pids() ([]int, error) {
 // Delete removes the group (and any child groups) from every hierarchy. It must be
 // empty: kill first. Deleting a deleted group succeeds.
 func (c *Cgroup) Delete() error {
+	c.closeStats()
 	pids, err := c.Pids()
 	if err != nil {
 		return err

@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -294,20 +296,20 @@ func (c *Cgroup) stats(s *CgroupStats) error {
 	// group with no controller enabled, so the unified group serves when cpuacct is gone.
 	switch {
 	case c.cpuacct.dir != "" && !c.cpuacct.v2:
-		n, err := cgReadUint(c.cpuacct.dir, "cpuacct.usage")
+		n, err := c.statUint(c.cpuacct.dir, "cpuacct.usage")
 		if err != nil {
 			return err
 		}
 		s.CPUUsage = time.Duration(n)
 	case c.unified != "":
-		st, err := cgReadKV(c.unified, "cpu.stat")
+		st, err := c.statKV(c.unified, "cpu.stat")
 		if err != nil {
 			return err
 		}
 		s.CPUUsage = time.Duration(st["usage_usec"]) * time.Microsecond
 	}
 	if c.cpu.dir != "" {
-		st, err := cgReadKV(c.cpu.dir, "cpu.stat")
+		st, err := c.statKV(c.cpu.dir, "cpu.stat")
 		if err != nil {
 			return err
 		}
@@ -322,7 +324,7 @@ func (c *Cgroup) stats(s *CgroupStats) error {
 		return err
 	}
 	if c.pids.dir != "" {
-		n, err := cgReadUint(c.pids.dir, "pids.current")
+		n, err := c.statUint(c.pids.dir, "pids.current")
 		if err != nil {
 			return err
 		}
@@ -339,24 +341,24 @@ func (c *Cgroup) memStats(s *CgroupStats) error {
 	}
 	var err error
 	if c.mem.v2 {
-		if s.MemoryCurrent, err = cgReadUint(c.mem.dir, "memory.current"); err != nil {
+		if s.MemoryCurrent, err = c.statUint(c.mem.dir, "memory.current"); err != nil {
 			return err
 		}
 		// memory.peak arrived in 5.19; older kernels leave MemoryPeak at 0.
-		if s.MemoryPeak, err = cgReadUint(c.mem.dir, "memory.peak"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if s.MemoryPeak, err = c.statUint(c.mem.dir, "memory.peak"); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		ev, err := cgReadKV(c.mem.dir, "memory.events")
+		ev, err := c.statKV(c.mem.dir, "memory.events")
 		s.OOMKills = ev["oom_kill"]
 		return err
 	}
-	if s.MemoryCurrent, err = cgReadUint(c.mem.dir, "memory.usage_in_bytes"); err != nil {
+	if s.MemoryCurrent, err = c.statUint(c.mem.dir, "memory.usage_in_bytes"); err != nil {
 		return err
 	}
-	if s.MemoryPeak, err = cgReadUint(c.mem.dir, "memory.max_usage_in_bytes"); err != nil {
+	if s.MemoryPeak, err = c.statUint(c.mem.dir, "memory.max_usage_in_bytes"); err != nil {
 		return err
 	}
-	oc, err := cgReadKV(c.mem.dir, "memory.oom_control")
+	oc, err := c.statKV(c.mem.dir, "memory.oom_control")
 	s.OOMKills = oc["oom_kill"] // since 4.13
 	return err
 }
@@ -367,13 +369,17 @@ func cgReadUint(dir, file string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return cgParseUint(filepath.Join(dir, file), b)
+}
+
+func cgParseUint(path string, b []byte) (uint64, error) {
 	v := strings.TrimSpace(string(b))
 	if v == "max" {
 		return ^uint64(0), nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", filepath.Join(dir, file), err)
+		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	return n, nil
 }
@@ -384,6 +390,10 @@ func cgReadKV(dir, file string) (map[string]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return cgParseKV(b), nil
+}
+
+func cgParseKV(b []byte) map[string]uint64 {
 	out := map[string]uint64{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -395,5 +405,67 @@ func cgReadKV(dir, file string) (map[string]uint64, error) {
 			out[k] = n
 		}
 	}
-	return out, nil
+	return out
+}
+
+// statFiles keeps a group's stat files open between samples: the supervisor reads about
+// seven of them per session every second, and for 100 sessions opening them cost more
+// than everything else it does while idle. cgroupfs files re-read from offset 0.
+type statFiles struct {
+	mu    sync.Mutex
+	files map[string]*os.File
+	buf   []byte
+}
+
+func (c *Cgroup) statRead(dir, file string) ([]byte, error) {
+	c.stat.mu.Lock()
+	defer c.stat.mu.Unlock()
+	path := filepath.Join(dir, file)
+	f, ok := c.stat.files[path]
+	if !ok {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return nil, err
+		}
+		if c.stat.files == nil {
+			c.stat.files = map[string]*os.File{}
+		}
+		c.stat.files[path] = f
+	}
+	if c.stat.buf == nil {
+		c.stat.buf = make([]byte, 4096)
+	}
+	n, err := f.ReadAt(c.stat.buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		delete(c.stat.files, path)
+		return nil, err
+	}
+	return append([]byte(nil), c.stat.buf[:n]...), nil
+}
+
+// closeStats releases the open stat files (the group is going away).
+func (c *Cgroup) closeStats() {
+	c.stat.mu.Lock()
+	defer c.stat.mu.Unlock()
+	for p, f := range c.stat.files {
+		f.Close()
+		delete(c.stat.files, p)
+	}
+}
+
+func (c *Cgroup) statUint(dir, file string) (uint64, error) {
+	b, err := c.statRead(dir, file)
+	if err != nil {
+		return 0, err
+	}
+	return cgParseUint(filepath.Join(dir, file), b)
+}
+
+func (c *Cgroup) statKV(dir, file string) (map[string]uint64, error) {
+	b, err := c.statRead(dir, file)
+	if err != nil {
+		return nil, err
+	}
+	return cgParseKV(b), nil
 }
