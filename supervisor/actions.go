@@ -107,18 +107,21 @@ func (s *Supervisor) Pause(task string) error {
 		if err = ls.sb.Freeze(); err != nil {
 			return
 		}
-		ls.rec.State = SessionPaused
-		t := s.tasks[task]
-		t.State = TaskPaused
-		s.commit(func(tx Tx) error {
-			tx.Emit(Event{Kind: EvSessionPaused, Task: task, Session: ls.rec.ID})
-			if err := tx.PutSession(ls.rec); err != nil {
-				return err
-			}
-			return tx.PutTask(*t)
-		})
+		s.recordPause(ls, s.tasks[task], SessionPaused, TaskPaused, EvSessionPaused)
 	})
 	return err
+}
+
+// recordPause stores a session frozen or thawed, its task's state, and the event.
+func (s *Supervisor) recordPause(ls *liveSession, t *Task, ss SessionState, ts TaskState, kind string) {
+	ls.rec.State, t.State = ss, ts
+	s.commit(func(tx Tx) error {
+		tx.Emit(Event{Kind: kind, Task: t.ID, Session: ls.rec.ID})
+		if err := tx.PutSession(ls.rec); err != nil {
+			return err
+		}
+		return tx.PutTask(*t)
+	})
 }
 
 // Resume thaws a paused task's session, or resumes an interrupted task over the layer
@@ -143,14 +146,7 @@ func (s *Supervisor) Resume(task string) error {
 		if err = ls.sb.Thaw(); err != nil {
 			return
 		}
-		ls.rec.State, t.State = SessionRunning, TaskRunning
-		s.commit(func(tx Tx) error {
-			tx.Emit(Event{Kind: EvSessionResumed, Task: task, Session: ls.rec.ID})
-			if err := tx.PutSession(ls.rec); err != nil {
-				return err
-			}
-			return tx.PutTask(*t)
-		})
+		s.recordPause(ls, t, SessionRunning, TaskRunning, EvSessionResumed)
 	})
 	return err
 }
