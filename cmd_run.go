@@ -112,25 +112,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 // reorderFlags lets flags follow the positional PLAN (`corral run plan.toml --headless`),
 // which the flag package alone does not allow.
 func reorderFlags(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			pos = append(pos, args[i+1:]...)
-			i = len(args)
-		case len(a) > 1 && a[0] == '-':
-			flags = append(flags, a)
-			// A flag's separate value travels with it.
-			if (a == "--events" || a == "-events" || a == "--repo" || a == "-repo" || a == "--fleet" || a == "-fleet") && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		default:
-			pos = append(pos, a)
-		}
-	}
-	return append(flags, pos...)
+	return reorderValueFlags(args, "events", "repo", "fleet")
 }
 
 func summarizeTasks(tasks []supervisor.Task) string {
