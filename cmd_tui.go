@@ -54,7 +54,7 @@ func runTUIFleet(ctx context.Context, fl *fleet) error {
 		opts.SkinChanges = ch
 	}
 	model := tui.New(&tuiBackend{fl: fl}, opts)
-	p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(30))
+	p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(20))
 	_, err := p.Run()
 	model.Close()
 	cancel()

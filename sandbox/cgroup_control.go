@@ -202,10 +202,10 @@ func (c *Cgroup) frozen() (bool, error) {
 		return false, nil
 	}
 	if c.freezer.v2 {
-		ev, err := cgReadKV(c.freezer.dir, "cgroup.events")
+		ev, err := c.statKV(c.freezer.dir, "cgroup.events")
 		return ev["frozen"] == 1, err
 	}
-	b, err := os.ReadFile(filepath.Join(c.freezer.dir, "freezer.state"))
+	b, err := c.statRead(c.freezer.dir, "freezer.state")
 	return strings.TrimSpace(string(b)) == "FROZEN", err
 }
 

@@ -31,7 +31,8 @@ type Model struct {
 	themeAt int
 
 	width, height int
-	focus         int // index into panes
+	clip          clipper // which lines of the last frame fit the screen
+	focus         int     // index into panes
 	tasks         *tasksPane
 	session       *sessionPane
 	panes         []pane // tasks, session, then the side panes, in tab order

@@ -112,7 +112,7 @@ func (m *Model) render() string {
 	} else {
 		parts = append(parts, m.help.ShortHelpView(m.keys.ShortHelp()))
 	}
-	return clipScreen(strings.Join(parts, "\n"), m.width, m.height)
+	return m.clip.screen(strings.Join(parts, "\n"), m.width, m.height)
 }
 
 // boxCache is a pane's last drawn box: a pane whose title, content, size and focus did
@@ -174,12 +174,36 @@ func padTo(l string, w int) string {
 }
 
 func clipScreen(s string, w, h int) string {
+	var c clipper
+	return c.screen(s, w, h)
+}
+
+// clipper clips a screen to the terminal, remembering which lines of the last frame
+// fit: measuring every styled line's display width (grapheme by grapheme) on every
+// render was the TUI's biggest cost on an idle fleet, and most lines do not change.
+type clipper struct {
+	w    int
+	fits map[string]bool
+}
+
+func (c *clipper) screen(s string, w, h int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > h {
 		lines = lines[:h]
 	}
+	prev := c.fits
+	if c.w != w {
+		prev = nil
+	}
+	c.w, c.fits = w, make(map[string]bool, len(lines))
 	for i, l := range lines {
-		if ansi.StringWidth(l) > w {
+		fits, known := prev[l]
+		if !known {
+			// A line's display width never exceeds its length in bytes.
+			fits = len(l) <= w || ansi.StringWidth(l) <= w
+		}
+		c.fits[l] = fits
+		if !fits {
 			lines[i] = ansi.Truncate(l, w, "")
 		}
 	}
