@@ -40,7 +40,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"run", "run a plan's fleet: run PLAN --headless [--events FILE]", runRun},
+		{"run", "run a plan's fleet in the TUI, or to completion: run PLAN [--headless [--events FILE]]", runRun},
 		{"status", "show a fleet's tasks, sessions and leases (--json for machines)", runStatus},
 		{"add", "add tasks to a fleet: add TASKS.toml", runAdd},
 		{"plan", "check a plan file: plan check PLAN", runPlan},
