@@ -100,6 +100,29 @@ type tuiBackend struct {
 	// everything else the TUI does.
 	usage     map[string][]tui.UsagePoint
 	usageSeen map[string]time.Time
+	diffs     map[int64][]string // escalated publish → its held diff
+}
+
+// heldDiff is an escalated publish's diff against its base (the work held at
+// refs/corral/escalated/<session>), cut to what the inbox can show; it never changes,
+// so it is read once per publish. Snapshot runs in a command, off the UI's Update.
+func (b *tuiBackend) heldDiff(p supervisor.Publish) []string {
+	if d, ok := b.diffs[p.ID]; ok {
+		return d
+	}
+	out, err := b.fl.repo.Git("diff", "--no-color", "--stat", "--patch", p.Base, "refs/corral/escalated/"+p.Session)
+	var lines []string
+	if err == nil {
+		lines = strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if len(lines) > 40 {
+			lines = append(lines[:40], fmt.Sprintf("… %d more lines (corral publish show %d)", len(lines)-40, p.ID))
+		}
+	}
+	if b.diffs == nil {
+		b.diffs = map[int64][]string{}
+	}
+	b.diffs[p.ID] = lines
+	return lines
 }
 
 // behind counts the commits on head since base; a snapshot asks once per pair.
@@ -358,6 +381,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			if p, ok := lastPub[t.ID]; ok && p.Outcome == supervisor.OutcomeEscalated && decided[p.ID] == "" {
 				item.Publish, item.Paths = p.ID, p.Paths
 				item.What = "escalated publish waits for approval (a approves, d denies): " + p.Message
+				item.Diff = b.heldDiff(p)
 			}
 			snap.Inbox = append(snap.Inbox, item)
 		case supervisor.TaskFailed:

@@ -136,6 +136,7 @@ type InboxItem struct {
 	Publish int64 // an escalated publish to approve or deny; 0 otherwise
 	What    string
 	Paths   []string
+	Diff    []string // an escalated publish's diff against its base, a few dozen lines at most
 }
 
 // Event is one fleet event, for the timeline.

@@ -233,3 +233,23 @@ func TestThemesCompileForEverySkin(t *testing.T) {
 		t.Fatal()
 	}
 }
+
+func TestInboxShowsTheEscalatedDiff(t *testing.T) {
+	m, _ := newTestModel(t, 120, 35)
+	snap := m.snap
+	snap.Inbox = []InboxItem{{Task: "lockfile", Publish: 4, What: "escalated", Paths: []string{"go.sum"},
+		Diff: []string{"--- a/go.sum", "+++ b/go.sum", "-example.com/old v1.0.0 h1:x", "+example.com/new v1.2.0 h1:y"}}}
+	rows := renderInbox(&viewData{snap: &snap, styles: m.styles}, 80)
+	var text strings.Builder
+	for _, r := range rows {
+		text.WriteString(r.text + "\n")
+		if r.publish != 4 {
+			t.Errorf("a diff row does not point at its publish: %+v", r)
+		}
+	}
+	for _, want := range []string{"go.sum", "-example.com/old v1.0.0", "+example.com/new v1.2.0"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("inbox lacks %q:\n%s", want, text.String())
+		}
+	}
+}

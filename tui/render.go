@@ -50,6 +50,17 @@ func renderInbox(d *viewData, w int) []row {
 		for _, p := range it.Paths {
 			rows = append(rows, row{text: st.F.Muted.Render(fit("    "+p, w)), task: it.Task, publish: it.Publish})
 		}
+		// The diff a human approves: what would land, as a reviewer reads it.
+		for _, l := range it.Diff {
+			text := st.F.Muted.Render(fit("    "+l, w))
+			switch {
+			case strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "+++"):
+				text = st.FState("accepted").Render(fit("    "+l, w))
+			case strings.HasPrefix(l, "-") && !strings.HasPrefix(l, "---"):
+				text = st.FState("rejected").Render(fit("    "+l, w))
+			}
+			rows = append(rows, row{text: text, task: it.Task, publish: it.Publish})
+		}
 	}
 	return rows
 }
