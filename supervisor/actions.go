@@ -81,6 +81,14 @@ func (s *Supervisor) noteOverlaps(added []Task) {
 	}
 }
 
+// taskOf returns a task by id, or an error naming it.
+func (s *Supervisor) taskOf(id string) (*Task, error) {
+	if t := s.tasks[id]; t != nil {
+		return t, nil
+	}
+	return nil, fmt.Errorf("task %s: %w", id, ErrNotFound)
+}
+
 // liveOf returns the live session of a task.
 func (s *Supervisor) liveOf(task string) *liveSession {
 	for _, ls := range s.sessions {
@@ -129,9 +137,8 @@ func (s *Supervisor) recordPause(ls *liveSession, t *Task, ss SessionState, ts T
 func (s *Supervisor) Resume(task string) error {
 	var err error
 	s.call(func() {
-		t := s.tasks[task]
-		if t == nil {
-			err = fmt.Errorf("task %s: %w", task, ErrNotFound)
+		t, terr := s.taskOf(task)
+		if err = terr; err != nil {
 			return
 		}
 		if t.State == TaskInterrupted {
@@ -156,9 +163,8 @@ func (s *Supervisor) Resume(task string) error {
 func (s *Supervisor) Discard(task string) error {
 	var err error
 	s.call(func() {
-		t := s.tasks[task]
-		if t == nil {
-			err = fmt.Errorf("task %s: %w", task, ErrNotFound)
+		t, terr := s.taskOf(task)
+		if err = terr; err != nil {
 			return
 		}
 		if t.State.Ended() {
@@ -166,9 +172,7 @@ func (s *Supervisor) Discard(task string) error {
 			return
 		}
 		if ls := s.liveOf(task); ls != nil {
-			delete(s.sessions, ls.rec.ID)
-			ls.sb.Destroy(false)
-			s.finishSession(ls, SessionDiscarded, nil)
+			s.endSession(ls, false, SessionDiscarded, nil)
 		} else if last, lerr := s.lastSession(task); lerr == nil && dirExists(last.Layer) {
 			// An interrupted or failed attempt's kept layer goes too.
 			sandbox.DiscardSession(s.repo, last.ID)
@@ -190,10 +194,8 @@ func (s *Supervisor) Kill(task string) error {
 			err = notApplicable("task %s has no running session", task)
 			return
 		}
-		delete(s.sessions, ls.rec.ID)
-		ls.sb.Destroy(true)
 		code := 137
-		s.finishSession(ls, SessionFailed, &code)
+		s.endSession(ls, true, SessionFailed, &code)
 		t := s.tasks[task]
 		t.State, t.Reason = TaskFailed, "killed by the user"
 		s.saveTask(t, Event{Kind: EvSessionKilled, Task: task, Session: ls.rec.ID},
@@ -207,9 +209,8 @@ func (s *Supervisor) Kill(task string) error {
 func (s *Supervisor) Retry(task string) error {
 	var err error
 	s.call(func() {
-		t := s.tasks[task]
-		if t == nil {
-			err = fmt.Errorf("task %s: %w", task, ErrNotFound)
+		t, terr := s.taskOf(task)
+		if err = terr; err != nil {
 			return
 		}
 		switch t.State {

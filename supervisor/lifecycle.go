@@ -194,9 +194,7 @@ func (s *Supervisor) onExit(ls *liveSession, st sandbox.ExitStatus) {
 		return nil
 	})
 	if code != 0 {
-		ls.sb.Destroy(true)
-		delete(s.sessions, ls.rec.ID)
-		s.finishSession(ls, SessionFailed, &code)
+		s.endSession(ls, true, SessionFailed, &code)
 		s.failAttempt(t, ls.rec.ID, fmt.Sprintf("agent exited %d", code))
 		return
 	}
@@ -210,9 +208,7 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 	cs, err := ls.sb.Capture()
 	if err != nil {
 		if final {
-			ls.sb.Destroy(true)
-			delete(s.sessions, ls.rec.ID)
-			s.finishSession(ls, SessionFailed, &code)
+			s.endSession(ls, true, SessionFailed, &code)
 		}
 		s.failAttempt(t, ls.rec.ID, "capture: "+err.Error())
 		return
@@ -245,9 +241,7 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 	if final {
 		// The publisher has read the layer; what it kept is on the head or in the record.
 		keep := res.Outcome == OutcomeRejected || res.Outcome == OutcomeEscalated
-		ls.sb.Destroy(keep)
-		delete(s.sessions, ls.rec.ID)
-		s.finishSession(ls, SessionPublished, &code)
+		s.endSession(ls, keep, SessionPublished, &code)
 	}
 	switch res.Outcome {
 	case OutcomeAccepted, OutcomeMerged, OutcomeEmpty:
@@ -323,6 +317,16 @@ func (s *Supervisor) failAttempt(t *Task, session, reason string) {
 		s.saveTask(t, Event{Kind: EvTaskFailed, Task: t.ID, Session: session, Data: jsonData(map[string]string{"reason": reason})})
 	}
 	s.kick()
+}
+
+// endSession takes a live session down — its sandbox destroyed, its layer kept or
+// dropped — forgets it, and records its end. Every way a session ends goes through here.
+func (s *Supervisor) endSession(ls *liveSession, keepLayer bool, state SessionState, code *int) {
+	delete(s.sessions, ls.rec.ID)
+	if err := ls.sb.Destroy(keepLayer); err != nil {
+		s.log.Error("destroy session", "session", ls.rec.ID, "err", err)
+	}
+	s.finishSession(ls, state, code)
 }
 
 // finishSession records a session's end and releases its leases.

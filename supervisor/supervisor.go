@@ -347,13 +347,11 @@ func (s *Supervisor) shutdown() {
 	defer s.stateMu.Unlock()
 	close(s.closed) // from here, callers run directly (under stateMu) and watchers' news is dropped
 	for id, ls := range s.sessions {
-		ls.sb.Destroy(true)
-		s.finishSession(ls, SessionInterrupted, nil)
+		s.endSession(ls, true, SessionInterrupted, nil)
 		if t := s.tasks[ls.rec.Task]; t != nil && !t.State.Ended() {
 			t.State, t.Reason = TaskInterrupted, "supervisor stopped"
 			s.saveTask(t, Event{Kind: EvTaskInterrupted, Task: t.ID, Session: id})
 		}
-		delete(s.sessions, id)
 	}
 	s.bgWG.Wait()
 	if s.pool != nil {
