@@ -23,12 +23,18 @@ import (
 // runBench is `corral bench`: side-by-side measurements against what a user would
 // otherwise use, printed with their ratios.
 func runBench(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "supervisor" {
-		return benchSupervisor(args[1:], stdout, stderr)
+	benches := map[string]func([]string, io.Writer, io.Writer) error{
+		"sandbox": benchSandbox, "supervisor": benchSupervisor, "publish": benchPublish,
 	}
-	if len(args) == 0 || args[0] != "sandbox" {
-		return badInput("want: bench sandbox|supervisor [flags]")
+	if len(args) == 0 || benches[args[0]] == nil {
+		return badInput("want: bench sandbox|supervisor|publish [flags]")
 	}
+	return benches[args[0]](args[1:], stdout, stderr)
+}
+
+// benchSandbox is `corral bench sandbox`: sessions against git worktree add, capture
+// against a full tree diff, a derived snapshot against a fresh one.
+func benchSandbox(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench sandbox", stderr)
 	repoDir := fs.String("repo", "", "benchmark on this repository (default: a fresh repo of $(go env GOROOT)/src)")
 	counts := fs.String("sessions", "1,10,50,100", "session counts to bring up at once")
@@ -37,7 +43,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	snapChanged := fs.Int("snapshot-changed", 10, "files a new revision changes for the snapshot measurement")
 	pool := fs.Int("pool", 2, "spare inits kept booted, as the supervisor keeps them (0: every start is cold)")
 	scratch := fs.String("scratch", defaultScratch(), "directory for the bench repository, worktrees and state")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var ns []int

@@ -15,15 +15,6 @@ import (
 	"corral/supervisor"
 )
 
-// runBenchAll is `corral bench`, with `bench publish` added beside the sandbox and
-// supervisor benches.
-func runBenchAll(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "publish" {
-		return benchPublish(args[1:], stdout, stderr)
-	}
-	return runBench(args, stdout, stderr)
-}
-
 // benchPublish measures landing a changeset on the shared head: corral's publish
 // (plumbing against a temporary index, compare-and-swap) against the worktree way a
 // user would otherwise take (commit in a worktree, then git merge, or git rebase and
