@@ -3,12 +3,12 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/creack/pty"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -230,37 +230,20 @@ func probeUserNamespace() ProbeItem {
 	return it
 }
 
-// probePty opens a pty pair the way a session does: the master from /dev/ptmx and
-// the slave it names under /dev/pts.
+// probePty opens a pty pair exactly the way a session does (creack/pty).
 func probePty() ProbeItem {
 	it := ProbeItem{Name: "pty", Need: NeedRequired,
 		Cost: "no pty: agents cannot get a terminal, so interactive agents (claude, aider) cannot run",
 		loss: "no pty"}
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	master, slave, err := pty.Open()
 	if err != nil {
-		it.Detail = fmt.Sprintf("open /dev/ptmx: %v", err)
+		it.Detail = fmt.Sprintf("open a pty: %v", err)
 		return it
 	}
 	defer master.Close()
-	fd := int(master.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		it.Detail = fmt.Sprintf("unlock pty: %v", err)
-		return it
-	}
-	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
-	if err != nil {
-		it.Detail = fmt.Sprintf("get pty number: %v", err)
-		return it
-	}
-	slavePath := "/dev/pts/" + strconv.FormatUint(uint64(n), 10)
-	slave, err := os.OpenFile(slavePath, os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		it.Detail = fmt.Sprintf("open %s: %v", slavePath, err)
-		return it
-	}
-	slave.Close()
+	defer slave.Close()
 	it.OK = true
-	it.Detail = "opened /dev/ptmx and " + slavePath
+	it.Detail = "opened /dev/ptmx and " + slave.Name()
 	return it
 }
 
