@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // toolchainDirs are the host directories every sandbox sees read-only: the system's
@@ -338,14 +337,4 @@ func DiscardSession(repo Repo, id string) error {
 		return fmt.Errorf("session %s: %w", id, err)
 	}
 	return os.RemoveAll(dir)
-}
-
-// ownerOf returns the uid and gid owning path.
-func ownerOf(path string) (int, int, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	return int(st.Uid), int(st.Gid), nil
 }
