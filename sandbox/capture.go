@@ -52,8 +52,15 @@ type CaptureOptions struct {
 // has a different origin: its whole merged content is listed and diffed against the
 // base listing at its path.
 func Capture(opts CaptureOptions) (Changeset, error) {
+	cs, _, err := capture(opts)
+	return cs, err
+}
+
+// capture is Capture that also returns the added files git would ignore (build
+// output, caches): never part of a changeset, but part of the session's work tree.
+func capture(opts CaptureOptions) (Changeset, Changeset, error) {
 	if opts.Upper == "" {
-		return nil, fmt.Errorf("capture: no upper dir")
+		return nil, nil, fmt.Errorf("capture: no upper dir")
 	}
 	c := &capturer{
 		root:    rootLowerDir(opts.Lowers),
@@ -62,11 +69,11 @@ func Capture(opts CaptureOptions) (Changeset, error) {
 	}
 	root := mergedDir{upper: opts.Upper, origin: c.root, hasOrigin: true}
 	if err := c.walk(root, c.root); err != nil {
-		return nil, fmt.Errorf("capture %s: %w", opts.Upper, err)
+		return nil, nil, fmt.Errorf("capture %s: %w", opts.Upper, err)
 	}
 	excludeFile, err := c.root.readFile(".git/info/exclude")
 	if err != nil {
-		return nil, fmt.Errorf("capture %s: %w", opts.Upper, err)
+		return nil, nil, fmt.Errorf("capture %s: %w", opts.Upper, err)
 	}
 	m := newIgnoreMatcher(excludeFile, func(dir string) ([]byte, error) {
 		d, ok := c.dirs[dir]
@@ -75,11 +82,11 @@ func Capture(opts CaptureOptions) (Changeset, error) {
 		}
 		return d.readFile(".gitignore")
 	})
-	out, err := finishChanges(c.changes, m)
+	out, ignored, err := finishChanges(c.changes, m)
 	if err != nil {
-		return nil, fmt.Errorf("capture %s: %w", opts.Upper, err)
+		return nil, nil, fmt.Errorf("capture %s: %w", opts.Upper, err)
 	}
-	return out, nil
+	return out, ignored, nil
 }
 
 // mergedDir is one directory of the session's merged view.
@@ -366,22 +373,23 @@ func (ex captureExcluder) excluded(p string) bool {
 	return false
 }
 
-// finishChanges drops the added files git would ignore and sorts the changes by path.
-// Modified and deleted files are tracked, so ignore rules do not apply to them.
-func finishChanges(changes []Change, m *ignoreMatcher) (Changeset, error) {
-	out := make(Changeset, 0, len(changes))
+// finishChanges sets apart the added files git would ignore and sorts the changes by
+// path. Modified and deleted files are tracked, so ignore rules do not apply to them.
+func finishChanges(changes []Change, m *ignoreMatcher) (out, ignored Changeset, err error) {
+	out = make(Changeset, 0, len(changes))
 	for _, ch := range changes {
 		if ch.Kind == Added {
 			ign, err := m.ignored(ch.Path, false)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if ign {
+				ignored = append(ignored, ch)
 				continue
 			}
 		}
 		out = append(out, ch)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	return out, ignored, nil
 }

@@ -58,7 +58,7 @@ func DiffTrees(baseDir, newDir string, exclude []string) (Changeset, error) {
 	m := newIgnoreMatcher(excludeFile, func(dir string) ([]byte, error) {
 		return readRegularFile(filepath.Join(newDir, filepath.FromSlash(dir), ".gitignore"))
 	})
-	out, err := finishChanges(changes, m)
+	out, _, err := finishChanges(changes, m)
 	if err != nil {
 		return nil, fmt.Errorf("diff trees: %w", err)
 	}

@@ -66,27 +66,41 @@ func (s *Supervisor) admitNext() {
 }
 
 // startAttempt starts a new session of t at the current head, or — resuming — over
-// the private layer an interrupted session left.
+// the private layer an interrupted session left. A session that cannot start fails
+// the task with the reason.
 func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
-	launched := s.now()
 	t.Attempts++
-	id := fmt.Sprintf("%s-%d", t.ID, t.Attempts)
-	base := s.fleet.Head
+	l := launch{id: fmt.Sprintf("%s-%d", t.ID, t.Attempts), base: s.fleet.Head}
 	if resume != nil {
-		base = resume.Base
+		l.base, l.layer, l.follows = resume.Base, resume.Layer, resume.ID
 	}
-	fail := func(err error) error {
+	if err := s.launch(t, l); err != nil {
 		t.State, t.Reason = TaskFailed, err.Error()
-		s.saveTask(t, Event{Kind: EvTaskFailed, Task: t.ID, Session: id, Data: jsonData(map[string]string{"reason": t.Reason})})
+		s.saveTask(t, Event{Kind: EvTaskFailed, Task: t.ID, Session: l.id, Data: jsonData(map[string]string{"reason": t.Reason})})
 		return err
 	}
+	return nil
+}
+
+// launch says what one session starts from.
+type launch struct {
+	id      string // the new session's id
+	base    string // the revision its workspace shows
+	layer   string // a private layer to adopt ("" for an empty one)
+	follows string // the session this one continues (resumed or rebased)
+}
+
+// launch starts and records a session of t's current attempt.
+func (s *Supervisor) launch(t *Task, l launch) error {
+	launched := s.now()
+	id, base := l.id, l.base
 	snap, err := s.snaps.Ensure(base)
 	if err != nil {
-		return fail(fmt.Errorf("snapshot %.12s: %w", base, err))
+		return fmt.Errorf("snapshot %.12s: %w", base, err)
 	}
 	argv, env, err := s.agentCommand(t, id)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	var ports []sandbox.Port
 	for _, p := range t.Ports {
@@ -97,23 +111,19 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 		Network: sandbox.Network(t.Network), EnvFiles: t.EnvFiles, Pool: s.pool,
 		Limits: sandbox.Limits{CPU: t.CPU, Memory: t.Memory, Pids: t.Pids},
 	}
-	if resume != nil {
-		cfg.AdoptLayer = resume.Layer
-	}
+	cfg.AdoptLayer = l.layer
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
 	}
 	sb, err := sandbox.StartSession(cfg)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	rec := Session{
 		ID: id, Task: t.ID, Attempt: t.Attempts, Base: base, State: SessionRunning, Pid: sb.Pid(),
 		Layer: sb.Upper(), Recording: sb.RecordingPath(), Started: launched,
 	}
-	if resume != nil {
-		rec.Resumes = resume.ID
-	}
+	rec.Resumes = l.follows
 	ls := &liveSession{rec: rec, sb: sb, lastAt: s.now()}
 	s.sessions[id] = ls
 	t.State, t.Reason = TaskRunning, ""
@@ -266,6 +276,10 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 	}
 	s.resolveMovedBy(res.Conflicts, res.Moves)
 	p.ID = s.recordPublish(t, p, res.Conflicts)
+	if t.State == TaskInbox {
+		s.saveTask(t, Event{Kind: EvTaskInbox, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]any{
+			"reason": t.Reason, "publish": p.ID})})
+	}
 	if t.State == TaskDone {
 		// The conflict report served its retry; a later run of the task starts clean.
 		os.Remove(s.conflictFile(t.ID))

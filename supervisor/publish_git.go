@@ -97,6 +97,21 @@ func (g *GitPublisher) lsTree(rev string, paths []string) (map[string]entry, err
 // --object-id, so the three versions go through temporary files). class is
 // ConflictBinary or ConflictContent when they do not merge.
 func (g *GitPublisher) mergeBlobs(base, ours, theirs string, union bool) (sha, class string, err error) {
+	return g.mergeText(base, ours, theirs, mergeOpts{union: union})
+}
+
+// mergeOpts says how mergeText merges. markers keeps a clashing merge's result, conflict
+// markers and all, labelled with labels (ours, base, theirs) — what a rebase leaves in
+// the workspace for the agent to resolve.
+type mergeOpts struct {
+	union   bool
+	markers bool
+	labels  [3]string
+}
+
+// mergeText is mergeBlobs with options; with markers, a clashing merge returns the
+// blob of the marked-up result together with ConflictContent.
+func (g *GitPublisher) mergeText(base, ours, theirs string, opt mergeOpts) (sha, class string, err error) {
 	dir, err := os.MkdirTemp(g.Repo.StateDir, "merge-")
 	if err != nil {
 		return "", "", fmt.Errorf("merge: %w", err)
@@ -122,14 +137,24 @@ func (g *GitPublisher) mergeBlobs(base, ours, theirs string, union bool) (sha, c
 		}
 	}
 	args := []string{"merge-file", "-p"}
-	if union {
+	if opt.union {
 		args = append(args, "--union")
+	}
+	for _, l := range opt.labels {
+		if l != "" {
+			args = append(args, "-L", l)
+		}
 	}
 	cmd := exec.Command("git", append(args, names[0], names[1], names[2])...)
 	merged, err := cmd.Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() > 0 && ee.ExitCode() < 127 {
-			return "", ConflictContent, nil // exit code = number of clashing hunks
+			// The exit code is the number of clashing hunks.
+			if !opt.markers {
+				return "", ConflictContent, nil
+			}
+			sha, err = g.obj.write("blob", merged)
+			return sha, ConflictContent, err
 		}
 		return "", "", fmt.Errorf("merge-file: %w", err)
 	}

@@ -39,6 +39,7 @@ const (
 	SessionFailed      SessionState = "failed"      // non-zero exit; layer kept for inspection
 	SessionInterrupted SessionState = "interrupted" // its process vanished with a supervisor; layer kept
 	SessionDiscarded   SessionState = "discarded"   // killed and destroyed, layer dropped
+	SessionRebased     SessionState = "rebased"     // its layer moved onto a newer head; a new session continues it
 )
 
 // Live reports whether the session's processes should exist.
@@ -212,6 +213,7 @@ const (
 	EvSessionKilled     = "session.killed"
 	EvSessionDiscarded  = "session.discarded"
 	EvSessionOOM        = "session.oom"
+	EvSessionRebased    = "session.rebased"
 	EvLeaseGranted      = "lease.granted"
 	EvLeaseReleased     = "lease.released"
 	EvPublishQueued     = "publish.queued"
