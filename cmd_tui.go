@@ -216,9 +216,10 @@ func (b *tuiBackend) Output(session string) (tui.Output, bool) {
 
 func (b *tuiBackend) Input(session string) (io.Writer, bool) { return b.fl.sv.SessionInput(session) }
 
-func (b *tuiBackend) Act(a tui.Action) error {
+func (b *tuiBackend) Act(a tui.Action) (string, error) {
 	sv := b.fl.sv
 	var err error
+	note := ""
 	switch a.Verb {
 	case tui.VerbPause:
 		err = sv.Pause(a.Task)
@@ -232,27 +233,37 @@ func (b *tuiBackend) Act(a tui.Action) error {
 		err = sv.Retry(a.Task)
 	case tui.VerbPublish:
 		err = sv.PublishNow(a.Task)
+	case tui.VerbRebase:
+		var res supervisor.RebaseResult
+		if res, err = sv.Rebase(a.Task); err == nil {
+			note = rebaseNote(res)
+		}
 	case tui.VerbApprove:
-		ap, ok := any(sv).(interface{ Approve(int64) error })
-		if !ok {
-			return fmt.Errorf("%w: this build has no approvals yet", tui.ErrNotApplicable)
-		}
-		err = ap.Approve(a.Publish)
+		err = sv.Approve(a.Publish)
 	case tui.VerbDeny:
-		dn, ok := any(sv).(interface{ Deny(int64, string) error })
-		if !ok {
-			return fmt.Errorf("%w: this build has no approvals yet", tui.ErrNotApplicable)
-		}
-		err = dn.Deny(a.Publish, a.Reason)
+		err = sv.Deny(a.Publish, a.Reason)
 	case tui.VerbAdd:
 		err = sv.AddTasks(supervisor.Task{ID: a.Task, Prompt: a.Reason, Agent: b.fl.defaultAgent, Retries: 1})
 	default:
-		return fmt.Errorf("unknown action %q", a.Verb)
+		return "", fmt.Errorf("unknown action %q", a.Verb)
 	}
 	if errors.Is(err, supervisor.ErrNotApplicable) {
-		return fmt.Errorf("%w: %s", tui.ErrNotApplicable, strings.TrimPrefix(err.Error(), supervisor.ErrNotApplicable.Error()+": "))
+		return "", fmt.Errorf("%w: %s", tui.ErrNotApplicable, strings.TrimPrefix(err.Error(), supervisor.ErrNotApplicable.Error()+": "))
 	}
-	return err
+	return note, err
+}
+
+// rebaseNote says in one line what a rebase did: where to, and what needs the agent.
+func rebaseNote(res supervisor.RebaseResult) string {
+	note := fmt.Sprintf("now on %.9s; %d moved, %d merged", res.Head, len(res.Moved), len(res.Merged))
+	if len(res.Conflicts) == 0 {
+		return note + ", no conflicts"
+	}
+	paths := make([]string, len(res.Conflicts))
+	for i, c := range res.Conflicts {
+		paths[i] = c.Path + " (" + c.Class + ")"
+	}
+	return note + "; conflicts: " + strings.Join(paths, ", ")
 }
 
 // Snapshot gathers the fleet from the supervisor and the store's records.

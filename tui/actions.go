@@ -68,6 +68,24 @@ func (m *Model) onActionKey(msg tea.KeyPressMsg) (tea.Cmd, bool) {
 			return nil, true
 		}
 		return actCmd(m.backend, Action{Verb: VerbPublish, Task: sel.ID}), true
+	case key.Matches(msg, k.Rebase):
+		if !needTask() {
+			return nil, true
+		}
+		switch {
+		case sel.Session == "":
+			m.setStatus(fmt.Sprintf("rebase %s: no live session to rebase", sel.ID), false)
+			return nil, true
+		case sel.Behind == 0:
+			m.setStatus(fmt.Sprintf("rebase %s: already on the head", sel.ID), false)
+			return nil, true
+		case sel.Lifetime != "persistent" && sel.State != "paused":
+			m.setStatus(fmt.Sprintf("rebase %s: a running one-shot session publishes at its end; pause it to rebase now", sel.ID), false)
+			return nil, true
+		}
+		m.dialog = &dialog{kind: dlgConfirm, action: Action{Verb: VerbRebase, Task: sel.ID},
+			prompt: fmt.Sprintf("rebase %s onto the head (%d commit(s) ahead)? Its agent restarts over its files; clashes get conflict markers. [y/N]", sel.ID, sel.Behind)}
+		return nil, true
 	case key.Matches(msg, k.Discard), key.Matches(msg, k.Kill):
 		if !needTask() {
 			return nil, true

@@ -19,9 +19,10 @@ type Backend interface {
 	Output(session string) (Output, bool)
 	// Input is a live session's terminal keyboard.
 	Input(session string) (io.Writer, bool)
-	// Act performs a user action. An error wrapping a "not applicable" reason is shown
-	// as why the key does not apply.
-	Act(Action) error
+	// Act performs a user action and says what came of it in a line ("" for plain
+	// success). An error wrapping a "not applicable" reason is shown as why the key
+	// does not apply.
+	Act(Action) (string, error)
 }
 
 // Output is a session's terminal output: bytes after an offset, and a signal when new
@@ -41,6 +42,7 @@ const (
 	VerbKill    Verb = "kill"
 	VerbRetry   Verb = "retry"
 	VerbPublish Verb = "publish now"
+	VerbRebase  Verb = "rebase"
 	VerbApprove Verb = "approve"
 	VerbDeny    Verb = "deny"
 	VerbAdd     Verb = "add task"

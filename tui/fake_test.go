@@ -15,6 +15,7 @@ type fakeFleet struct {
 	snap    Snapshot
 	acts    []Action
 	errs    map[Verb]error
+	notes   map[Verb]string
 	events  chan Event
 	typed   bytes.Buffer
 	outputs map[string]*fakeRing
@@ -32,11 +33,11 @@ func (f *fakeFleet) Output(s string) (Output, bool) {
 	return r, ok
 }
 func (f *fakeFleet) Input(string) (io.Writer, bool) { return &f.typed, true }
-func (f *fakeFleet) Act(a Action) error {
+func (f *fakeFleet) Act(a Action) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acts = append(f.acts, a)
-	return f.errs[a.Verb]
+	return f.notes[a.Verb], f.errs[a.Verb]
 }
 
 type fakeRing struct{ data []byte }

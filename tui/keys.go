@@ -6,6 +6,7 @@ import "charm.land/bubbles/v2/key"
 type KeyMap struct {
 	Up, Down, Tab, ShiftTab        key.Binding
 	Pause, Discard, Kill, Retry    key.Binding
+	Rebase                         key.Binding
 	Publish, Approve, Deny, Attach key.Binding
 	Add, Filter, Sort, Theme       key.Binding
 	Help, Quit, Detach             key.Binding
@@ -27,6 +28,7 @@ func DefaultKeyMap() KeyMap {
 		Kill:     b("X", "kill (confirms)", "X"),
 		Retry:    b("r", "retry", "r"),
 		Publish:  b("P", "publish now", "P"),
+		Rebase:   b("R", "rebase onto head (confirms)", "R"),
 		Approve:  b("a", "approve", "a"),
 		Deny:     b("d", "deny…", "d"),
 		Attach:   b("enter", "attach", "enter"),
@@ -49,7 +51,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.Tab, k.ShiftTab, k.Filter, k.Sort},
-		{k.Pause, k.Retry, k.Publish, k.Discard, k.Kill},
+		{k.Pause, k.Retry, k.Publish, k.Rebase, k.Discard, k.Kill},
 		{k.Approve, k.Deny, k.Attach, k.Detach, k.Add},
 		{k.Theme, k.Help, k.Quit},
 	}

@@ -152,6 +152,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.dirty = true
 		if msg.err != nil {
 			m.setStatus(fmt.Sprintf("%s %s: %v", msg.action.Verb, target(msg.action), msg.err), !errors.Is(msg.err, ErrNotApplicable))
+		} else if msg.note != "" {
+			m.setStatus(fmt.Sprintf("%s %s: %s", msg.action.Verb, target(msg.action), msg.note), false)
 		} else {
 			m.setStatus(fmt.Sprintf("%s %s: done", msg.action.Verb, target(msg.action)), false)
 		}

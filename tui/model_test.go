@@ -253,3 +253,29 @@ func TestInboxShowsTheEscalatedDiff(t *testing.T) {
 		}
 	}
 }
+
+func TestRebaseKeyAppliesOnlyBehindAndConfirms(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	press(m, "R") // pricing is done: nothing to rebase
+	if len(f.acts) != 0 || m.dialog != nil || !strings.Contains(m.status, "no live session") {
+		t.Fatalf("rebase of a done task: acts %+v dialog %v status %q", f.acts, m.dialog != nil, m.status)
+	}
+	selectTask(t, m, "checkout") // running one-shot, two commits behind
+	press(m, "R")
+	if len(f.acts) != 0 || !strings.Contains(m.status, "pause it to rebase") {
+		t.Fatalf("rebase of a running one-shot: acts %+v status %q", f.acts, m.status)
+	}
+	m.tasks.visible[m.tasks.cursor].State = "paused"
+	f.notes = map[Verb]string{VerbRebase: "now on d51a129; 1 moved, 0 merged; conflicts: a.go (content)"}
+	press(m, "R")
+	if m.dialog == nil || !strings.Contains(m.dialog.prompt, "2 commit(s) ahead") || len(f.acts) != 0 {
+		t.Fatalf("rebase did not ask first: dialog %+v acts %+v", m.dialog, f.acts)
+	}
+	press(m, "y")
+	if len(f.acts) != 1 || f.acts[0] != (Action{Verb: VerbRebase, Task: "checkout"}) {
+		t.Fatalf("actions %+v, want rebase of checkout", f.acts)
+	}
+	if !strings.Contains(m.status, "conflicts: a.go (content)") {
+		t.Fatalf("status %q does not say what the rebase left", m.status)
+	}
+}

@@ -31,6 +31,7 @@ type (
 	// actionDoneMsg reports what an action did.
 	actionDoneMsg struct {
 		action Action
+		note   string
 		err    error
 	}
 	// themeMsg is a loaded skin, compiled.
@@ -97,7 +98,10 @@ func outputCmd(b Backend, session string, from int64) tea.Cmd {
 }
 
 func actCmd(b Backend, a Action) tea.Cmd {
-	return func() tea.Msg { return actionDoneMsg{action: a, err: b.Act(a)} }
+	return func() tea.Msg {
+		note, err := b.Act(a)
+		return actionDoneMsg{action: a, note: note, err: err}
+	}
 }
 
 func writeCmd(b Backend, session string, p []byte) tea.Cmd {
