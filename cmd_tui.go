@@ -101,6 +101,30 @@ type tuiBackend struct {
 	usage     map[string][]tui.UsagePoint
 	usageSeen map[string]time.Time
 	diffs     map[int64][]string // escalated publish → its held diff
+	layers    map[string]layerSize
+}
+
+// layerSize is a session's private layer's disk usage, re-measured every few seconds:
+// walking 100 layers on every snapshot would cost more than the rest of it.
+type layerSize struct {
+	bytes int64
+	at    time.Time
+}
+
+const layerSizeEvery = 5 * time.Second
+
+// layerBytes returns the disk a live session's layer takes, measured at most every
+// layerSizeEvery.
+func (b *tuiBackend) layerBytes(s supervisor.Session, now time.Time) int64 {
+	if b.layers == nil {
+		b.layers = map[string]layerSize{}
+	}
+	ls, ok := b.layers[s.ID]
+	if !ok || now.Sub(ls.at) >= layerSizeEvery {
+		ls = layerSize{bytes: diskUsage(s.Layer), at: now}
+		b.layers[s.ID] = ls
+	}
+	return ls.bytes
 }
 
 // heldDiff is an escalated publish's diff against its base (the work held at
@@ -326,6 +350,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			if !live[id] {
 				delete(b.usage, id)
 				delete(b.usageSeen, id)
+				delete(b.layers, id)
 			}
 		}
 		if !b.eventsLoaded {
@@ -373,6 +398,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base}
 		if s, ok := live[t.ID]; ok {
 			row.Session, row.Base = s.ID, s.Base
+			row.LayerBytes = b.layerBytes(s, snap.Taken)
 			row.Behind = b.behind(s.Base, st.Fleet.Head)
 			u := st.Usage[s.ID]
 			row.CPUPercent, row.Memory, row.OOMKills, row.Throttled = u.CPUPercent, u.Memory, u.OOMKills, u.Throttled

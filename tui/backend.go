@@ -91,6 +91,7 @@ type TaskRow struct {
 	OOMKills    uint64
 	Throttled   time.Duration
 	Ports       []string // "4173→127.0.0.1:41234"
+	LayerBytes  int64    // disk the live session's private layer takes
 	LastPublish string
 	Since       time.Time // when it entered its state
 }

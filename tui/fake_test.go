@@ -50,8 +50,12 @@ var t0 = time.Date(2026, 11, 29, 15, 0, 0, 0, time.UTC)
 // sampleSnapshot is the demo's fleet midway: something in every pane.
 func sampleSnapshot() Snapshot {
 	row := func(id, state string, sess string, cpu float64, mem uint64, pub string, ago time.Duration) TaskRow {
-		return TaskRow{ID: id, State: state, Session: sess, Attempt: 1, Base: "7d3fc38aa", CPUPercent: cpu, Memory: mem,
+		r := TaskRow{ID: id, State: state, Session: sess, Attempt: 1, Base: "7d3fc38aa", CPUPercent: cpu, Memory: mem,
 			CPULimit: 0.25, MemLimit: 128 << 20, LastPublish: pub, Since: t0.Add(-ago), Lifetime: "one-shot"}
+		if sess != "" {
+			r.LayerBytes = int64(len(id)) << 10 // a few KiB, like an idle session's layer
+		}
+		return r
 	}
 	s := Snapshot{Fleet: "demo", HeadRef: "corral/head", Head: "d51a129ff", CPUBudget: 4, MemBudget: 2 << 30,
 		ReservedCPU: 1, ReservedMem: 512 << 20, Usage: map[string][]UsagePoint{}, Taken: t0}

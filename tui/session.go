@@ -78,7 +78,12 @@ func (p *sessionPane) facts(t *TaskRow) {
 		}
 		return
 	}
-	p.factsLine = fmt.Sprintf("%s · base %s · cpu %s mem %s", t.Session, short(t.Base), cores(t.CPULimit), bytesH(t.MemLimit))
+	p.factsLine = fmt.Sprintf("%s · base %s", t.Session, short(t.Base))
+	if t.Behind > 0 {
+		p.factsLine += fmt.Sprintf(" ↓%d", t.Behind)
+	}
+	p.factsLine += " · layer " + bytesH(t.LayerBytes)
+	p.factsLine += fmt.Sprintf(" · cpu %s mem %s", cores(t.CPULimit), bytesH(t.MemLimit))
 	if len(t.Ports) > 0 {
 		p.factsLine += " · " + strings.Join(t.Ports, " ")
 	}
