@@ -151,16 +151,35 @@ func (s *Supervisor) openFleet() error {
 	if err != nil {
 		return err
 	}
+	recorded := existing.Head
 	s.fleet.Head = head
 	if out, err := s.repo.Git("ls-tree", "-r", "--name-only", "-z", s.fleet.Base); err == nil {
 		s.baseFiles = strings.Split(strings.TrimRight(out, "\x00"), "\x00")
 	}
+	commits, herr := s.landedSince(recorded, head)
+	if herr != nil {
+		// The head is the truth; say its history could not be matched and go on.
+		s.log.Warn("recover publishes", "err", herr)
+	}
+	var landed []string
+	isNew := errors.Is(err, ErrNotFound) || existing.Name == ""
 	_, err = s.commit(func(tx Tx) error {
-		if errors.Is(err, ErrNotFound) || existing.Name == "" {
+		if isNew {
 			tx.Emit(Event{Kind: EvFleetStarted, Data: jsonData(map[string]any{"fleet": s.fleet.Name, "base": s.fleet.Base, "head": s.fleet.HeadRef})})
+		}
+		if herr != nil {
+			tx.Emit(Event{Kind: EvSupervisorRecover, Data: jsonData(map[string]string{"head_history": herr.Error()})})
+		}
+		var err error
+		if landed, err = s.adoptLanded(tx, commits); err != nil {
+			return err
 		}
 		return tx.PutFleet(s.fleet)
 	})
+	for _, id := range landed {
+		// Their work is on the head; the layers served their purpose.
+		sandbox.DiscardSession(s.repo, id)
+	}
 	return err
 }
 
