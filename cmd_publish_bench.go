@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,8 +27,20 @@ func benchPublish(args []string, stdout, stderr io.Writer) error {
 	files := fs.Int("files", 10, "files each changeset changes")
 	runs := fs.Int("runs", 30, "serial publishes per way")
 	scratch := fs.String("scratch", defaultScratch(), "directory for the bench repositories and worktrees")
+	sizesFlag := fs.String("sizes", "1000,10000,50000", "repository sizes (files) for the scaling sweep; empty skips it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var sizes []int
+	for _, f := range strings.Split(*sizesFlag, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 100 {
+			return badInput("bench publish: --sizes %q: want file counts of at least 100, comma-separated", *sizesFlag)
+		}
+		sizes = append(sizes, n)
 	}
 	if *files < 1 || *runs < 1 {
 		return badInput("bench publish: --files and --runs must be positive")
@@ -44,7 +57,7 @@ func benchPublish(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	small, err := makeSmallRepo(filepath.Join(dir, "small"), 1000)
+	small, err := makeShapedRepo(filepath.Join(dir, "small"), 1000)
 	if err != nil {
 		return err
 	}
@@ -62,6 +75,11 @@ func benchPublish(args []string, stdout, stderr io.Writer) error {
 			float64(pct(r.merge, 50))/float64(pct(r.corral, 50)), float64(pct(r.rebase, 50))/float64(pct(r.corral, 50)))
 	}
 	tw.Flush()
+	if len(sizes) > 0 {
+		if err := publishSweep(stdout, stderr, dir, sizes, *files, *runs); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout, "\nmerge: commit in a worktree, then git merge in a worktree on the head branch;")
 	fmt.Fprintln(stdout, "rebase: commit in a worktree, git rebase onto the head, then a fast-forward. Worktree creation is not counted.")
 	return nil
@@ -223,19 +241,60 @@ func perSec(d []time.Duration) float64 {
 	return float64(len(d)) / total.Seconds()
 }
 
-// makeSmallRepo makes a repository of n small Go files, for the scaling comparison.
-func makeSmallRepo(dir string, n int) (string, error) {
+
+// publishSweep lands the same changesets — same files, same directories — in
+// repositories that differ only in how many other files they hold, so what grows with
+// the repository shows: corral's publish touches the trees on the changed paths, the
+// worktree way's commit and merge walk the whole index.
+func publishSweep(stdout, stderr io.Writer, dir string, sizes []int, files, runs int) error {
+	fmt.Fprintf(stdout, "\nscaling: the same %d-file changesets in repositories of growing size\n", files)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "files\tcorral p50\tmerge p50\trebase p50\tvs merge\tvs rebase\t")
+	var first, last publishBenchResult
+	for i, n := range sizes {
+		fmt.Fprintf(stderr, "building a %d-file repository…\n", n)
+		repo, err := makeShapedRepo(filepath.Join(dir, fmt.Sprintf("sweep-%d", n)), n)
+		if err != nil {
+			return err
+		}
+		r, err := publishBenchRepo(repo, dir, files, runs)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			first = r
+		}
+		last = r
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f×\t%.1f×\t\n", r.repoFiles, ms(pct(r.corral, 50)), ms(pct(r.merge, 50)),
+			ms(pct(r.rebase, 50)), float64(pct(r.merge, 50))/float64(pct(r.corral, 50)),
+			float64(pct(r.rebase, 50))/float64(pct(r.corral, 50)))
+		os.RemoveAll(repo)
+	}
+	tw.Flush()
+	if len(sizes) > 1 {
+		grow := func(a, b []time.Duration) float64 { return float64(pct(b, 50)) / float64(pct(a, 50)) }
+		fmt.Fprintf(stdout, "from %d to %d files: corral p50 ×%.2f, merge ×%.2f, rebase ×%.2f\n", first.repoFiles, last.repoFiles,
+			grow(first.corral, last.corral), grow(first.merge, last.merge), grow(first.rebase, last.rebase))
+	}
+	return nil
+}
+
+// makeShapedRepo makes a repository of n small Go files, 50 to a package directory and
+// 50 packages to a group (g0/pkg0/f0.go …): the first files — the ones the bench
+// changes — sit in the same directories whatever n is.
+func makeShapedRepo(dir string, n int) (string, error) {
 	for i := 0; i < n; i++ {
-		p := filepath.Join(dir, fmt.Sprintf("pkg%d", i%20), fmt.Sprintf("f%d.go", i))
+		pkg := (i / 50) % 50
+		p := filepath.Join(dir, fmt.Sprintf("g%d", i/2500), fmt.Sprintf("pkg%d", pkg), fmt.Sprintf("f%d.go", i))
 		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(fmt.Sprintf("package pkg%d\n\nconst F%d = %d\n", i%20, i, i)), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("package pkg%d\n\nconst F%d = %d\n", pkg, i, i)), 0o644); err != nil {
 			return "", err
 		}
 	}
 	script := `set -e; cd "$1"; git init -q -b main; git add -A
-GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=b@corral GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=b@corral git commit -q -m small`
+GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=b@corral GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=b@corral git commit -q -m shaped`
 	if out, err := exec.Command("/bin/sh", "-c", script, "sh", dir).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build small bench repo: %v: %s", err, out)
+		return "", fmt.Errorf("build bench repo: %v: %s", err, out)
 	}
 	return dir, nil
 }
