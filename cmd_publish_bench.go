@@ -241,7 +241,6 @@ func perSec(d []time.Duration) float64 {
 	return float64(len(d)) / total.Seconds()
 }
 
-
 // publishSweep lands the same changesets — same files, same directories — in
 // repositories that differ only in how many other files they hold, so what grows with
 // the repository shows: corral's publish touches the trees on the changed paths, the
