@@ -22,6 +22,7 @@ type demoStory struct {
 	previews      map[string]string // task → endpoint that answered as that task
 	approved      []int64
 	rejected      bool
+	rebased       string // what rebasing preview-a onto the moved head did
 }
 
 // runDemoHeadless runs the fleet to completion while the demo script plays the human:
@@ -45,13 +46,8 @@ func runDemoHeadless(ctx context.Context, fl *fleet, out io.Writer) error {
 	}
 	st := fl.sv.State()
 	fmt.Fprintf(out, "demo: %s; head %s at %.12s\n", summarizeTasks(st.Tasks), st.Fleet.HeadRef, st.Fleet.Head)
-	_, canApprove := any(fl.sv).(interface{ Approve(int64) error })
 	var missing []string
 	for _, t := range st.Tasks {
-		if t.State == supervisor.TaskInbox && !canApprove {
-			fmt.Fprintf(out, "demo: %s waits in the inbox; this build cannot approve yet\n", t.ID)
-			continue
-		}
 		if t.State != supervisor.TaskDone && !isDemoPreview(t.ID) {
 			missing = append(missing, fmt.Sprintf("task %s ended %s (%s)", t.ID, t.State, t.Reason))
 		}
@@ -61,7 +57,10 @@ func runDemoHeadless(ctx context.Context, fl *fleet, out io.Writer) error {
 			missing = append(missing, p+" never answered on its endpoint")
 		}
 	}
-	if canApprove && len(story.approved) == 0 {
+	if story.rebased == "" {
+		missing = append(missing, demoPreviews[0]+" was not rebased onto the moved head and answered again")
+	}
+	if len(story.approved) == 0 {
 		missing = append(missing, "no escalated publish was approved")
 	}
 	if !story.pausedResumed {
@@ -73,7 +72,7 @@ func runDemoHeadless(ctx context.Context, fl *fleet, out io.Writer) error {
 	if len(missing) > 0 {
 		return exitError{code: exitNotAllDone, msg: "the story did not hold: " + strings.Join(missing, "; ")}
 	}
-	fmt.Fprintf(out, "demo: the story held: ten tasks, two previews on 4173, one pause and resume, %d escalation(s) approved, every task done\n", len(story.approved))
+	fmt.Fprintf(out, "demo: the story held: ten tasks, two previews on 4173, one pause and resume, a preview rebased onto the head, %d escalation(s) approved, every task done\n", len(story.approved))
 	return nil
 }
 
@@ -87,6 +86,7 @@ func playHuman(ctx context.Context, fl *fleet, story *demoStory, out io.Writer) 
 	var pausedAt time.Time
 	previewsSince := time.Now()
 	discarded := false
+	rebaseAsked, rebaseNoteText := false, ""
 	seenPublish := map[int64]bool{}
 	for {
 		select {
@@ -126,7 +126,25 @@ func playHuman(ctx context.Context, fl *fleet, story *demoStory, out io.Writer) 
 					}
 				}
 			}
-			if (story.previews[demoPreviews[0]] != "" && story.previews[demoPreviews[1]] != "") || time.Since(previewsSince) > 60*time.Second {
+			bothAnswered := story.previews[demoPreviews[0]] != "" && story.previews[demoPreviews[1]] != ""
+			// Once the head has moved past preview-a's base, carry it onto the head; it
+			// must then answer again, on its new session's endpoint.
+			if bothAnswered && !rebaseAsked && behindHead(st, demoPreviews[0]) {
+				rebaseAsked = true
+				res, err := fl.sv.Rebase(demoPreviews[0])
+				if err != nil {
+					say("rebase %s: %v", demoPreviews[0], err)
+				} else {
+					rebaseNoteText = rebaseNote(res)
+					say("rebased %s onto the head: %s", demoPreviews[0], rebaseNoteText)
+					story.previews[demoPreviews[0]] = ""
+					continue
+				}
+			}
+			if rebaseAsked && story.rebased == "" && story.previews[demoPreviews[0]] != "" {
+				story.rebased = rebaseNoteText
+			}
+			if (bothAnswered && story.rebased != "") || time.Since(previewsSince) > 60*time.Second {
 				// Persistent previews live until discarded; the story ends with them.
 				for _, p := range demoPreviews {
 					if err := fl.sv.Discard(p); err != nil && !errors.Is(err, supervisor.ErrNotApplicable) {
@@ -154,16 +172,12 @@ func playHuman(ctx context.Context, fl *fleet, story *demoStory, out io.Writer) 
 				story.rejected = true
 				say("%s was rejected (%s); it retries at the new head", p.Task, p.Message)
 			case supervisor.OutcomeEscalated:
-				if a, ok := any(fl.sv).(interface{ Approve(int64) error }); ok {
-					if err := a.Approve(p.ID); err != nil {
-						say("approve publish %d of %s: %v", p.ID, p.Task, err)
-						continue
-					}
-					story.approved = append(story.approved, p.ID)
-					say("approved %s's escalated publish %d", p.Task, p.ID)
-				} else {
-					say("%s's publish %d waits for approval; this build cannot approve", p.Task, p.ID)
+				if err := fl.sv.Approve(p.ID); err != nil {
+					say("approve publish %d of %s: %v", p.ID, p.Task, err)
+					continue
 				}
+				story.approved = append(story.approved, p.ID)
+				say("approved %s's escalated publish %d", p.Task, p.ID)
 			default:
 				say("%s published: %s", p.Task, p.Outcome)
 			}
@@ -196,4 +210,15 @@ func previewAnswers(ctx context.Context, endpoint, task string) bool {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	return resp.StatusCode == http.StatusOK && strings.Contains(string(body), task)
+}
+
+// behindHead reports whether the task's live session started before the head's
+// latest commit.
+func behindHead(st supervisor.FleetState, task string) bool {
+	for _, s := range st.Sessions {
+		if s.Task == task {
+			return s.Base != st.Fleet.Head
+		}
+	}
+	return false
 }
