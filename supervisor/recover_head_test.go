@@ -3,10 +3,13 @@ package supervisor_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,4 +123,87 @@ func TestCrashAfterHeadMoveHelper(t *testing.T) {
 	defer cancel()
 	sv.RunUntilDone(ctx)
 	t.Fatal("the fleet finished without the publish landing")
+}
+
+// TestSupervisorKilledAtRandomStoreAgreesWithHead SIGKILLs a supervisor publishing a
+// stream of one-shot tasks at random moments, again and again. After each kill a new
+// supervisor opens the fleet, and then the store and the head must agree: every commit
+// on the head since the base is one recorded publish of the session its trailer names,
+// in order, and no recorded publish moved the head to a commit it does not have.
+func TestSupervisorKilledAtRandomStoreAgreesWithHead(t *testing.T) {
+	f := newFixture(t)
+	self, _ := os.Executable()
+	base := git(t, f.repo.WorkTree, "rev-parse", "HEAD")
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for round := 0; round < 6; round++ {
+		cmd := exec.Command(self, "-test.run=^TestSupervisorKilledHelper$")
+		cmd.Env = append(os.Environ(), "CORRAL_CRASH_SV_REPO="+f.repo.WorkTree, fmt.Sprintf("CORRAL_CRASH_ROUND=%d", round))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(300+rng.Intn(1200)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+
+		f.supervisor(supervisor.Admission{MaxRunning: 4}) // opening the fleet recovers it
+		var pubs []supervisor.Publish
+		var fl supervisor.Fleet
+		f.store.View(func(r supervisor.Reader) error {
+			pubs, _ = r.Publishes()
+			fl, _ = r.Fleet()
+			return nil
+		})
+		head := git(t, f.repo.WorkTree, "rev-parse", "corral/head")
+		if fl.Head != head {
+			t.Fatalf("round %d: store head %.12s, ref %.12s", round, fl.Head, head)
+		}
+		var landed []string // "commit session" of each head commit, oldest first
+		if out := git(t, f.repo.WorkTree, "log", "--reverse", "--format=%H %(trailers:key=Corral-Session,valueonly,separator=)", base+".."+head); out != "" {
+			landed = strings.Split(out, "\n")
+		}
+		var recorded []string
+		for _, p := range pubs {
+			if p.NewHead != "" {
+				recorded = append(recorded, p.NewHead+" "+p.Session)
+			}
+		}
+		if strings.Join(landed, "\n") != strings.Join(recorded, "\n") {
+			t.Fatalf("round %d: head history and recorded publishes differ\nhead:\n%s\nstore:\n%s", round, strings.Join(landed, "\n"), strings.Join(recorded, "\n"))
+		}
+		t.Logf("round %d: %d publishes on the head, store agrees", round, len(landed))
+	}
+	git(t, f.repo.WorkTree, "fsck", "--strict", "--no-dangling", "--no-progress")
+}
+
+// TestSupervisorKilledHelper is the supervisor process the random-kill test kills: it
+// queues a round of tasks that each add their own file, and runs them.
+func TestSupervisorKilledHelper(t *testing.T) {
+	dir, round := os.Getenv("CORRAL_CRASH_SV_REPO"), os.Getenv("CORRAL_CRASH_ROUND")
+	if dir == "" || round == "" {
+		t.Skip("the random-kill test's helper process")
+	}
+	repo, err := sandbox.OpenRepo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(repo.StateDir, "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := supervisor.New(supervisor.Config{Repo: repo, Store: db,
+		Fleet: supervisor.Fleet{Name: "test", BaseRef: "main", HeadRef: "corral/head", Admission: supervisor.Admission{MaxRunning: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []supervisor.Task
+	for i := 0; i < 40; i++ {
+		tasks = append(tasks, supervisor.Task{ID: fmt.Sprintf("r%s-%d", round, i), Prompt: "add a file", Lifetime: supervisor.OneShot,
+			Agent: `echo "$CORRAL_TASK" > "f-$CORRAL_TASK.txt"`})
+	}
+	if err := sv.AddTasks(tasks...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sv.RunUntilDone(ctx)
 }
