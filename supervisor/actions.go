@@ -153,6 +153,12 @@ func (s *Supervisor) Resume(task string) error {
 		if err = ls.sb.Thaw(); err != nil {
 			return
 		}
+		if s.gw != nil {
+			s.gw.Release(ls.rec.ID)
+		}
+		if t.State == TaskInbox {
+			ls.budgetWaived = true // the user chose to let it spend past its budget
+		}
 		s.recordPause(ls, t, SessionRunning, TaskRunning, EvSessionResumed)
 	})
 	return err

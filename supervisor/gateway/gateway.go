@@ -73,6 +73,7 @@ type sessionState struct {
 	mu      sync.Mutex
 	hold    chan struct{} // non-nil while held; closed on release
 	waiting int           // requests waiting on the hold
+	gone    chan struct{} // closed when the session's listener has closed
 	srv     *http.Server
 	tunnels map[net.Conn]struct{}
 }
@@ -228,11 +229,9 @@ func (g *Gateway) Serve(session string, ln net.Listener) {
 	for c := range st.tunnels {
 		c.Close()
 	}
-	if st.hold != nil {
-		close(st.hold)
-		st.hold = nil
-	}
 	st.mu.Unlock()
+	// Held requests of an ended session are dropped, never sent on.
+	close(st.gone)
 	g.mu.Lock()
 	delete(g.sessions, session)
 	g.mu.Unlock()
@@ -243,7 +242,7 @@ func (g *Gateway) state(session string) *sessionState {
 	defer g.mu.Unlock()
 	st := g.sessions[session]
 	if st == nil {
-		st = &sessionState{tunnels: map[net.Conn]struct{}{}}
+		st = &sessionState{tunnels: map[net.Conn]struct{}{}, gone: make(chan struct{})}
 		g.sessions[session] = st
 	}
 	return st
@@ -301,6 +300,8 @@ func (g *Gateway) Sessions() []string {
 	return ids
 }
 
+var errSessionGone = errors.New("gateway: session ended")
+
 // Waiting returns how many of the session's requests wait on its hold.
 func (g *Gateway) Waiting(session string) int {
 	g.mu.RLock()
@@ -331,6 +332,8 @@ func (st *sessionState) wait(ctx context.Context) error {
 		case <-h:
 		case <-ctx.Done():
 			err = ctx.Err()
+		case <-st.gone:
+			err = errSessionGone
 		}
 		st.mu.Lock()
 		st.waiting--
