@@ -263,6 +263,11 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 		CPUBudget: st.Fleet.Admission.CPU, MemBudget: st.Fleet.Admission.Memory,
 		ReservedCPU: st.ReservedCPU, ReservedMem: st.ReservedMemory,
 		Usage: map[string][]tui.UsagePoint{}, Taken: time.Now(),
+		ModelCalls: st.Spend.Calls, ModelTokens: st.Spend.Tokens(), ModelCost: st.Spend.Cost,
+	}
+	if q := st.Quota; q != nil {
+		snap.Quota = &tui.Quota{Fraction: q.Fraction, Soft: q.Soft, Hard: q.Hard, Level: q.Level,
+			Window: q.Window, Reset: q.Reset, Fallback: q.Fallback}
 	}
 	var leases []supervisor.Lease
 	var pubs []supervisor.Publish

@@ -70,6 +70,21 @@ type Snapshot struct {
 	Inbox       []InboxItem
 	Events      []Event // recent, oldest first
 	Taken       time.Time
+	// Model spend through the gateway, and the fleet quota (nil without one).
+	ModelCalls  int
+	ModelTokens int64
+	ModelCost   float64
+	Quota       *Quota
+}
+
+// Quota is where the fleet stands in its provider's usage window.
+type Quota struct {
+	Fraction   float64 // of the window used
+	Soft, Hard float64
+	Level      string // ok, soft, hard
+	Window     time.Duration
+	Reset      time.Time
+	Fallback   bool // on the fallback upstream
 }
 
 // TaskRow is one task with its live session's figures.
