@@ -315,3 +315,15 @@ func (s *Supervisor) spendAt() (fleet Spend, tasks, sessions map[string]Spend) {
 	}
 	return s.spendFleet, tasks, sessions
 }
+
+// SumSpend totals recorded calls for the fleet and per task (for `corral status`).
+func SumSpend(calls []ModelCall) (fleet Spend, byTask map[string]Spend) {
+	byTask = map[string]Spend{}
+	for _, c := range calls {
+		fleet.add(c)
+		t := byTask[c.Task]
+		t.add(c)
+		byTask[c.Task] = t
+	}
+	return fleet, byTask
+}
