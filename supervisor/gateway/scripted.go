@@ -19,6 +19,11 @@ type ScriptedUpstream struct {
 	Dir string
 	// Header is added to every response (rate-limit headers, say).
 	Header http.Header
+	// ToolTurn, when set, names the file (without .json/.sse) answered to a Messages
+	// request that offers tools and carries no tool result yet: a coding agent's
+	// first turn, asking it to run a tool. The next request, with the result, gets
+	// the plain answer.
+	ToolTurn string
 
 	mu       sync.Mutex
 	requests []ScriptedRequest
@@ -59,6 +64,10 @@ func (s *ScriptedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Stream bool `json:"stream"`
 	}
 	json.Unmarshal(body.Bytes(), &req)
+	if s.ToolTurn != "" && name == "anthropic_messages" && bytes.Contains(body.Bytes(), []byte(`"tools"`)) &&
+		!bytes.Contains(body.Bytes(), []byte(`"tool_result"`)) {
+		name = s.ToolTurn
+	}
 	for k, vs := range s.Header {
 		w.Header()[k] = vs
 	}
