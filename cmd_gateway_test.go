@@ -79,3 +79,17 @@ agent = "MODEL_CALLS=2 MODEL_SHAPE='anthropic anthropic-stream' sh agents/model.
 		t.Errorf("status text lacks the model line:\n%s", out)
 	}
 }
+
+// `corral bench gateway` on a small scale: both measures print, every call through
+// the gateway is metered.
+func TestBenchGatewaySmoke(t *testing.T) {
+	code, out, errOut := runMain("bench", "gateway", "--requests", "20", "--streams", "2", "--events", "5", "--pace", "0")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{"p50 of 20 calls", "added", "2 streams × 5 events", "22 calls metered"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

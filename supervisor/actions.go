@@ -219,6 +219,11 @@ func (s *Supervisor) Retry(task string) error {
 		if err = terr; err != nil {
 			return
 		}
+		if ls := s.liveOf(task); ls != nil {
+			// An over-budget task waits in the inbox with its session paused, work intact.
+			err = notApplicable("task %s has a paused session %s: resume or discard it", task, ls.rec.ID)
+			return
+		}
 		switch t.State {
 		case TaskFailed, TaskInterrupted, TaskInbox:
 		default:
