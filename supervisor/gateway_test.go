@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -338,6 +340,46 @@ func TestBudgetSendsTaskToInbox(t *testing.T) {
 		return taskState(st, "spender").State == supervisor.TaskDone
 	})
 	if got := git(t, f.repo.WorkTree, "show", "corral/head:work/spender/result.txt"); !strings.Contains(got, "calls=3") {
+		t.Errorf("result:\n%s", got)
+	}
+}
+
+// A subscription window no header reports is read by the plan's probe command; its
+// samples drive the quota like the gateway's: at 97% the running session pauses, and
+// the reset the probe gave resumes it.
+func TestQuotaFromProbe(t *testing.T) {
+	f := newGatewayFixture(t)
+	dir := t.TempDir()
+	util := filepath.Join(dir, "util.txt")
+	os.WriteFile(util, []byte("0.10\n"), 0o644)
+	f.plan.Quota = &policies.Quota{Metric: "utilization", Window: 5 * time.Hour, Soft: 0.8, Hard: 0.95}
+	f.plan.Probe, f.plan.ProbeEvery, f.plan.Dir = "cat util.txt", 100*time.Millisecond, dir
+	sv := f.supervisor(supervisor.Admission{MaxRunning: 1})
+	if err := sv.AddTasks(agentTask("long", "model.sh", "MODEL_CALLS=8", "AGENT_TICK=0.3")); err != nil {
+		t.Fatal(err)
+	}
+	start(t, sv)
+	waitState(t, sv, "a call metered", func(st supervisor.FleetState) bool { return st.Spend.Calls > 0 })
+	reset := f.clock.now().Add(time.Hour).UTC().Format(time.RFC3339)
+	os.WriteFile(util, []byte("0.97 "+reset+"\n"), 0o644)
+	st := waitState(t, sv, "the session paused", func(st supervisor.FleetState) bool {
+		return taskState(st, "long").State == supervisor.TaskPaused
+	})
+	if q := st.Quota; q == nil || q.Level != "hard" || q.Used != 0.97 || q.Reset.UTC().Format(time.RFC3339) != reset {
+		t.Errorf("quota view %+v", st.Quota)
+	}
+	if r := taskState(st, "long").Reason; !strings.HasPrefix(r, "paused long-1: fleet at 97% of 5h window, resets ") {
+		t.Errorf("reason %q", r)
+	}
+	if len(f.eventsOf(supervisor.EvQuotaSampled)) == 0 {
+		t.Error("no quota.sampled events")
+	}
+	os.WriteFile(util, []byte("0.05\n"), 0o644)
+	f.clock.advance(time.Hour + time.Second)
+	waitState(t, sv, "the task done after the reset", func(st supervisor.FleetState) bool {
+		return taskState(st, "long").State == supervisor.TaskDone
+	})
+	if got := git(t, f.repo.WorkTree, "show", "corral/head:work/long/result.txt"); !strings.Contains(got, "calls=8") {
 		t.Errorf("result:\n%s", got)
 	}
 }

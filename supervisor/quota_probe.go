@@ -24,7 +24,11 @@ func (s *Supervisor) runProbe(ctx context.Context) {
 	if p == nil || p.Probe == "" {
 		return
 	}
-	tick := time.NewTicker(p.ProbeEvery)
+	every := p.ProbeEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		smp := s.probeOnce(ctx)
