@@ -383,3 +383,46 @@ func TestQuotaFromProbe(t *testing.T) {
 		t.Errorf("result:\n%s", got)
 	}
 }
+
+// When the primary's window is exhausted, the user moves the fleet to the fallback
+// upstream: paused sessions resume at once and their calls go there; the window's
+// reset brings the primary back.
+func TestFallbackUpstreamResumesAtOnce(t *testing.T) {
+	f := newGatewayFixture(t)
+	fallback := &gateway.ScriptedUpstream{Dir: "../testdata/upstream"}
+	fsrv := httptest.NewServer(fallback)
+	defer fsrv.Close()
+	f.plan.Upstreams[0].FallbackURL = fsrv.URL
+	// 178 tokens a call: hard after 2 calls.
+	f.plan.Quota = &policies.Quota{Metric: "tokens", Limit: 350, Window: time.Hour, Soft: 0.5, Hard: 0.9}
+	sv := f.supervisor(supervisor.Admission{MaxRunning: 1})
+	if err := sv.AddTasks(agentTask("busy", "model.sh", "MODEL_CALLS=5", "AGENT_TICK=0.3")); err != nil {
+		t.Fatal(err)
+	}
+	start(t, sv)
+	waitState(t, sv, "the session paused", func(st supervisor.FleetState) bool {
+		return taskState(st, "busy").State == supervisor.TaskPaused
+	})
+	primaryCalls := len(f.up.Requests())
+	if err := sv.UseFallback(); err != nil {
+		t.Fatal(err)
+	}
+	st := sv.State()
+	if taskState(st, "busy").State != supervisor.TaskRunning || !st.Quota.Fallback || len(st.Held) != 0 {
+		t.Errorf("after the switch: task %s, quota %+v, held %v", taskState(st, "busy").State, st.Quota, st.Held)
+	}
+	waitState(t, sv, "the task done", func(st supervisor.FleetState) bool {
+		return taskState(st, "busy").State == supervisor.TaskDone
+	})
+	if n := len(fallback.Requests()); n == 0 || len(f.up.Requests()) != primaryCalls || primaryCalls+n != 5 {
+		t.Errorf("%d calls to the primary before the switch, %d after; %d to the fallback", primaryCalls, len(f.up.Requests()), n)
+	}
+	if sw := f.eventsOf(supervisor.EvUpstreamSwitch); len(sw) != 1 || !strings.Contains(string(sw[0].Data), `"fallback"`) {
+		t.Errorf("upstream.switched events %+v", sw)
+	}
+	f.clock.advance(time.Hour + time.Second)
+	waitState(t, sv, "the primary back", func(st supervisor.FleetState) bool { return !st.Quota.Fallback })
+	if sw := f.eventsOf(supervisor.EvUpstreamSwitch); len(sw) != 2 || !strings.Contains(string(sw[1].Data), `"primary"`) {
+		t.Errorf("upstream.switched events %+v", sw)
+	}
+}
