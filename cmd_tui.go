@@ -364,7 +364,8 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	}
 	for _, t := range st.Tasks {
 		row := tui.TaskRow{ID: t.ID, State: string(t.State), Reason: t.Reason, Lifetime: string(t.Lifetime),
-			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base}
+			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base,
+			ModelTokens: st.TaskSpend[t.ID].Tokens(), ModelCost: st.TaskSpend[t.ID].Cost, BudgetTokens: t.BudgetTokens, BudgetCost: t.BudgetCost}
 		if s, ok := live[t.ID]; ok {
 			row.Session, row.Base = s.ID, s.Base
 			row.Behind = b.behind(s.Base, st.Fleet.Head)

@@ -106,6 +106,11 @@ type TaskRow struct {
 	Ports       []string // "4173→127.0.0.1:41234"
 	LastPublish string
 	Since       time.Time // when it entered its state
+	// Model spend over the task's attempts, and its budgets (0: none).
+	ModelTokens  int64
+	ModelCost    float64
+	BudgetTokens int64
+	BudgetCost   float64
 }
 
 // Lease is a port held by a session.

@@ -25,3 +25,29 @@ func TestHeaderQuotaMeter(t *testing.T) {
 		}
 	}
 }
+
+// The budgets pane shows a live task's model spend against its budgets.
+func TestBudgetsPaneShowsModelSpend(t *testing.T) {
+	m, f := newTestModel(t, 160, 30)
+	snap := f.snap
+	snap.Tasks = append([]TaskRow(nil), snap.Tasks...)
+	var id string
+	for i := range snap.Tasks {
+		if snap.Tasks[i].Session != "" {
+			snap.Tasks[i].ModelTokens, snap.Tasks[i].ModelCost = 12_500, 0.42
+			snap.Tasks[i].BudgetTokens, snap.Tasks[i].BudgetCost = 400_000, 2.5
+			id = snap.Tasks[i].ID
+			break
+		}
+	}
+	d := &viewData{snap: &snap, styles: m.styles}
+	var line string
+	for _, r := range renderBudgets(d, 160) {
+		if r.task == id {
+			line = stripANSI(r.text)
+		}
+	}
+	if !strings.Contains(line, "model 12k/400k tok $0.42/$2.50") {
+		t.Errorf("budgets row of %s: %q", id, line)
+	}
+}
