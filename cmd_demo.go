@@ -135,7 +135,7 @@ func openFleet(planPath string, interactive, fresh bool) (*fleet, error) {
 		return nil, err
 	}
 	sv, err := supervisor.New(supervisor.Config{
-		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: !interactive,
+		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: !interactive, Gateway: plan.Gateway,
 		Log: slog.New(slog.NewTextHandler(logFile, nil)),
 	})
 	if err != nil {

@@ -58,6 +58,17 @@ type statusReport struct {
 	Leases   []supervisor.Lease   `json:"leases"`
 	Usage    []supervisor.Usage   `json:"usage"`
 	Events   int64                `json:"events"`
+	Model    *modelReport         `json:"model,omitempty"` // spend through the gateway, when any
+}
+
+// modelReport is what the fleet's model calls cost, in all and per task, and per task
+// whose work was accepted (all spend over the tasks an accepted or merged publish
+// brought to the head).
+type modelReport struct {
+	Total           supervisor.Spend            `json:"total"`
+	Tasks           map[string]supervisor.Spend `json:"tasks"`
+	Accepted        int                         `json:"accepted_tasks"`
+	CostPerAccepted float64                     `json:"cost_per_accepted_task"`
 }
 
 // runStatus is `corral status [--json]`: the fleet's records, read from its store
@@ -92,6 +103,28 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		if rep.Usage, err = r.LatestUsage(); err != nil {
 			return err
+		}
+		calls, err := r.ModelCalls("")
+		if err != nil {
+			return err
+		}
+		if len(calls) > 0 {
+			m := &modelReport{}
+			m.Total, m.Tasks = supervisor.SumSpend(calls)
+			pubs, err := r.Publishes()
+			if err != nil {
+				return err
+			}
+			accepted := map[string]bool{}
+			for _, p := range pubs {
+				if p.Outcome == supervisor.OutcomeAccepted || p.Outcome == supervisor.OutcomeMerged {
+					accepted[p.Task] = true
+				}
+			}
+			if m.Accepted = len(accepted); m.Accepted > 0 {
+				m.CostPerAccepted = m.Total.Cost / float64(m.Accepted)
+			}
+			rep.Model = m
 		}
 		evs, err := r.Events(0, 1<<30)
 		if n := len(evs); n > 0 {
@@ -130,6 +163,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	adm := f.Admission
 	fmt.Fprintf(stdout, "budget: %d of %d sessions; CPU %.2g reserved, %.2g used of %.2g; memory %s reserved, %s used of %s\n\n",
 		live, adm.MaxRunning, resCPU, useCPU, adm.CPU, policies.FormatSize(resMem), policies.FormatSize(useMem), policies.FormatSize(adm.Memory))
+	if m := rep.Model; m != nil {
+		fmt.Fprintf(stdout, "model: %d calls, %d tokens (in %d, out %d, cache read %d, cache write %d), cost %.4f; %.4f per accepted task (%d)\n\n",
+			m.Total.Calls, m.Total.Tokens(), m.Total.Input, m.Total.Output, m.Total.CacheRead, m.Total.CacheWrite,
+			m.Total.Cost, m.CostPerAccepted, m.Accepted)
+	}
 	usage := map[string]supervisor.Usage{}
 	for _, u := range rep.Usage {
 		usage[u.Session] = u

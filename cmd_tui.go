@@ -298,6 +298,11 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 		CPUBudget: st.Fleet.Admission.CPU, MemBudget: st.Fleet.Admission.Memory,
 		ReservedCPU: st.ReservedCPU, ReservedMem: st.ReservedMemory,
 		Usage: map[string][]tui.UsagePoint{}, Taken: time.Now(),
+		ModelCalls: st.Spend.Calls, ModelTokens: st.Spend.Tokens(), ModelCost: st.Spend.Cost,
+	}
+	if q := st.Quota; q != nil {
+		snap.Quota = &tui.Quota{Fraction: q.Fraction, Soft: q.Soft, Hard: q.Hard, Level: q.Level,
+			Window: q.Window, Reset: q.Reset, Fallback: q.Fallback}
 	}
 	var leases []supervisor.Lease
 	var pubs []supervisor.Publish
@@ -395,7 +400,8 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	}
 	for _, t := range st.Tasks {
 		row := tui.TaskRow{ID: t.ID, State: string(t.State), Reason: t.Reason, Lifetime: string(t.Lifetime),
-			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base}
+			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base,
+			ModelTokens: st.TaskSpend[t.ID].Tokens(), ModelCost: st.TaskSpend[t.ID].Cost, BudgetTokens: t.BudgetTokens, BudgetCost: t.BudgetCost}
 		if s, ok := live[t.ID]; ok {
 			row.Session, row.Base = s.ID, s.Base
 			row.LayerBytes = b.layerBytes(s, snap.Taken)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,18 @@ type Port struct {
 	Host   int `json:"host,omitempty"`
 }
 
+// Service is a host-side server offered to a session. In private networking the
+// session listens on 127.0.0.1:Port inside its own netns; in host networking on a free
+// host loopback port. Serve runs in its own goroutine with that listener and must
+// return once the listener is closed (when the session's processes are gone); Env
+// turns the address the agent dials ("127.0.0.1:P") into the environment that names it.
+type Service struct {
+	Name  string
+	Port  int
+	Serve func(ln net.Listener)
+	Env   func(addr string) []string
+}
+
 // User is who the agent runs as.
 type User struct {
 	UID, GID int
@@ -66,6 +79,9 @@ type SessionConfig struct {
 	Rows     int
 	RingSize int       // bytes of output kept for live panes
 	Pool     *InitPool // spare inits to start from; nil starts one cold
+	// Services are host-side servers the agent reaches on its own loopback (the model
+	// gateway); see Service.
+	Services []Service
 	// AdoptLayer is an existing private layer (an interrupted session's upper dir) to
 	// continue from: it is moved, not copied, into this session.
 	AdoptLayer string
@@ -112,6 +128,7 @@ type Session struct {
 	ring    *Ring
 	rec     *Recorder
 	fwd     *PortForwarder
+	svcs    []net.Listener
 	ends    []Endpoint
 	started time.Time
 	timings StartTimings
@@ -370,6 +387,11 @@ func (s *Session) exposePorts() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	svcEnv, err := s.openServices()
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, svcEnv...)
 	s.ends = ends
 	if cfg.Network != NetPrivate || len(cfg.Ports) == 0 {
 		return env, nil
@@ -383,6 +405,30 @@ func (s *Session) exposePorts() ([]string, error) {
 			return nil, fmt.Errorf("session %s: port %d: %w", cfg.ID, p.Inside, err)
 		}
 		s.ends = append(s.ends, ep)
+	}
+	return env, nil
+}
+
+// openServices listens for each of the session's services where the agent can reach
+// it and starts serving; it returns the environment naming them.
+func (s *Session) openServices() ([]string, error) {
+	var env []string
+	for _, svc := range s.cfg.Services {
+		var ln net.Listener
+		var err error
+		if s.cfg.Network == NetPrivate {
+			ln, err = ListenInNetns(fmt.Sprintf("/proc/%d/ns/net", s.Pid()), svc.Port)
+		} else {
+			ln, err = net.Listen("tcp", "127.0.0.1:0")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("session %s: service %s: %w", s.cfg.ID, svc.Name, err)
+		}
+		s.svcs = append(s.svcs, ln)
+		go svc.Serve(ln)
+		if svc.Env != nil {
+			env = append(env, svc.Env(ln.Addr().String())...)
+		}
 	}
 	return env, nil
 }
@@ -650,6 +696,10 @@ func (s *Session) cleanupProcess() {
 	if s.fwd != nil {
 		s.fwd.Close()
 	}
+	for _, ln := range s.svcs {
+		ln.Close()
+	}
+	s.svcs = nil
 	if s.master != nil {
 		s.master.Close()
 	}

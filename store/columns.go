@@ -36,7 +36,7 @@ func scanFleet(s scanner) (supervisor.Fleet, error) {
 
 var taskCols = []string{"id", "prompt", "agent", "lifetime", "intent", "ports", "cpu", "memory", "pids",
 	"network", "env_files", "priority", "after_tasks", "retries", "state", "attempts", "reason",
-	"created", "updated"}
+	"created", "updated", "budget_tokens", "budget_cost"}
 
 func taskArgs(t supervisor.Task) ([]any, error) {
 	intent, err := jsonText("intent", t.Intent)
@@ -57,7 +57,7 @@ func taskArgs(t supervisor.Task) ([]any, error) {
 	}
 	return []any{t.ID, t.Prompt, t.Agent, string(t.Lifetime), intent, ports, t.CPU, t.Memory, t.Pids,
 		t.Network, env, t.Priority, after, t.Retries, string(t.State), t.Attempts, t.Reason,
-		nanos(t.Created), nanos(t.Updated)}, nil
+		nanos(t.Created), nanos(t.Updated), t.BudgetTokens, t.BudgetCost}, nil
 }
 
 func scanTask(s scanner) (supervisor.Task, error) {
@@ -68,7 +68,7 @@ func scanTask(s scanner) (supervisor.Task, error) {
 	)
 	err := s.Scan(&t.ID, &t.Prompt, &t.Agent, &t.Lifetime, &intent, &ports, &t.CPU, &t.Memory, &t.Pids,
 		&t.Network, &env, &t.Priority, &after, &t.Retries, &t.State, &t.Attempts, &t.Reason,
-		&created, &updated)
+		&created, &updated, &t.BudgetTokens, &t.BudgetCost)
 	if err != nil {
 		return t, err
 	}
@@ -206,6 +206,36 @@ func scanApproval(s scanner) (supervisor.Approval, error) {
 	err := s.Scan(&a.ID, &a.Publish, &a.Decision, &a.Reason, &t)
 	a.Time = fromNanos(t)
 	return a, err
+}
+
+var modelCallCols = []string{"id", "session", "task", "time", "upstream", "model", "status", "streamed",
+	"input", "output", "cache_read", "cache_write", "cost", "latency", "remaining", "reset", "utilization", "limits"}
+
+func modelCallArgs(c supervisor.ModelCall) ([]any, error) {
+	limits, err := jsonText("limits", c.Limits)
+	if err != nil {
+		return nil, err
+	}
+	return []any{nullInt64(c.ID), c.Session, c.Task, nanos(c.Time), c.Upstream, c.Model, c.Status, c.Streamed,
+		c.Input, c.Output, c.CacheRead, c.CacheWrite, c.Cost, int64(c.Latency), c.Remaining, nanos(c.Reset),
+		c.Utilization, limits}, nil
+}
+
+func scanModelCall(s scanner) (supervisor.ModelCall, error) {
+	var (
+		c         supervisor.ModelCall
+		at, reset sql.NullInt64
+		latency   int64
+		limits    string
+	)
+	err := s.Scan(&c.ID, &c.Session, &c.Task, &at, &c.Upstream, &c.Model, &c.Status, &c.Streamed,
+		&c.Input, &c.Output, &c.CacheRead, &c.CacheWrite, &c.Cost, &latency, &c.Remaining, &reset,
+		&c.Utilization, &limits)
+	if err != nil {
+		return c, err
+	}
+	c.Time, c.Reset, c.Latency = fromNanos(at), fromNanos(reset), durationOf(latency)
+	return c, fromJSON("limits", limits, &c.Limits)
 }
 
 var eventCols = []string{"seq", "time", "kind", "task", "session", "data"}

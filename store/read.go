@@ -30,6 +30,8 @@ var (
 	selectPublishes = selectFrom("publishes", publishCols) + " ORDER BY id"
 	selectConflicts = selectFrom("conflicts", conflictCols) + " WHERE publish = ? ORDER BY id"
 	selectApprovals = selectFrom("approvals", approvalCols) + " ORDER BY id"
+	selectCalls     = selectFrom("model_calls", modelCallCols) + " ORDER BY id"
+	selectCallsOf   = selectFrom("model_calls", modelCallCols) + " WHERE session = ? ORDER BY id"
 	selectEvents    = selectFrom("events", eventCols) + " WHERE seq > ? ORDER BY seq LIMIT ?"
 )
 
@@ -144,6 +146,14 @@ func (r reader) Publishes() ([]supervisor.Publish, error) {
 // Conflicts returns one publish's conflicts in the order they were added.
 func (r reader) Conflicts(publish int64) ([]supervisor.Conflict, error) {
 	return list(r.q, fmt.Sprintf("conflicts of publish %d", publish), scanConflict, selectConflicts, publish)
+}
+
+// ModelCalls returns a session's metered calls ("" for all), in recorded order.
+func (r reader) ModelCalls(session string) ([]supervisor.ModelCall, error) {
+	if session == "" {
+		return list(r.q, "model calls", scanModelCall, selectCalls)
+	}
+	return list(r.q, fmt.Sprintf("model calls of %q", session), scanModelCall, selectCallsOf, session)
 }
 
 // Approvals returns every decision by id.

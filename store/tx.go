@@ -30,6 +30,7 @@ var (
 	insertPublish  = insert("publishes", publishCols...)
 	insertConflict = insert("conflicts", conflictCols...)
 	insertApproval = insert("approvals", approvalCols...)
+	insertCall     = insert("model_calls", modelCallCols...)
 	insertEvent    = insert("events", eventCols[1:]...) // seq is assigned by SQLite
 	insertIntent   = insert("intents", "task", "pos", "glob")
 )
@@ -188,6 +189,23 @@ func (t *writeTx) AddApproval(a supervisor.Approval) (int64, error) {
 		return 0, fmt.Errorf("store: add approval of publish %d: %w", a.Publish, err)
 	}
 	return res.LastInsertId()
+}
+
+// AddModelCalls appends metered calls; a zero Time means now. Their sessions must exist.
+func (t *writeTx) AddModelCalls(cs ...supervisor.ModelCall) error {
+	for _, c := range cs {
+		if c.Time.IsZero() {
+			c.Time = t.db.now()
+		}
+		args, err := modelCallArgs(c)
+		if err == nil {
+			_, err = t.q.Exec(insertCall, args...)
+		}
+		if err != nil {
+			return fmt.Errorf("store: add model call of session %q: %w", c.Session, err)
+		}
+	}
+	return nil
 }
 
 // Emit appends an event in this transaction, so it commits with the state change it

@@ -153,6 +153,12 @@ func (s *Supervisor) Resume(task string) error {
 		if err = ls.sb.Thaw(); err != nil {
 			return
 		}
+		if s.gw != nil {
+			s.gw.Release(ls.rec.ID)
+		}
+		if t.State == TaskInbox {
+			ls.budgetWaived = true // the user chose to let it spend past its budget
+		}
 		s.recordPause(ls, t, SessionRunning, TaskRunning, EvSessionResumed)
 	})
 	return err
@@ -211,6 +217,11 @@ func (s *Supervisor) Retry(task string) error {
 	s.call(func() {
 		t, terr := s.taskOf(task)
 		if err = terr; err != nil {
+			return
+		}
+		if ls := s.liveOf(task); ls != nil {
+			// An over-budget task waits in the inbox with its session paused, work intact.
+			err = notApplicable("task %s has a paused session %s: resume or discard it", task, ls.rec.ID)
 			return
 		}
 		switch t.State {

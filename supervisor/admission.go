@@ -15,6 +15,7 @@ type admissionView struct {
 	lastLaunch time.Time
 	now        time.Time
 	overlaps   func(a, b Task) bool // nil: intents never overlap
+	quotaHold  string               // non-empty: the fleet quota is past its soft threshold, and why
 }
 
 // verdict is admission's answer for one queued task.
@@ -73,6 +74,8 @@ func admit(v admissionView) (next *Task, verdicts []verdict) {
 		}
 		if vd.reason == "" {
 			switch {
+			case v.quotaHold != "":
+				vd.reason = v.quotaHold
 			case lim.MaxRunning > 0 && running >= lim.MaxRunning:
 				vd.reason = fmt.Sprintf("%d of %d sessions running", running, lim.MaxRunning)
 			case lim.CPU > 0 && usedCPU+t.CPU > lim.CPU+1e-9:

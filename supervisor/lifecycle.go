@@ -32,7 +32,7 @@ func (s *Supervisor) admitNext() {
 	now := s.now()
 	next, verdicts := admit(admissionView{
 		limits: s.fleet.Admission, tasks: tasks, live: live,
-		lastLaunch: s.lastLaunch, now: now, overlaps: s.intentsOverlap,
+		lastLaunch: s.lastLaunch, now: now, overlaps: s.intentsOverlap, quotaHold: s.quotaHold(),
 	})
 	s.admitDue = 0
 	for _, v := range verdicts {
@@ -109,8 +109,10 @@ func (s *Supervisor) launch(t *Task, l launch) error {
 	cfg := sandbox.SessionConfig{
 		ID: id, Repo: s.repo, Snapshot: snap, Command: argv, Env: env, Ports: ports,
 		Network: sandbox.Network(t.Network), EnvFiles: t.EnvFiles, Pool: s.pool,
-		Limits: sandbox.Limits{CPU: t.CPU, Memory: t.Memory, Pids: t.Pids},
+		Limits:   sandbox.Limits{CPU: t.CPU, Memory: t.Memory, Pids: t.Pids},
+		Services: s.gatewayService(id),
 	}
+	s.sessionTask[id] = t.ID
 	cfg.AdoptLayer = l.layer
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})

@@ -23,6 +23,8 @@ type Plan struct {
 	Tasks []Task `json:"tasks"`
 	// Policies are the plan's [[policy]] path rules, tried before the defaults.
 	Policies []policies.PathRule `json:"policies,omitempty"`
+	// Gateway is the plan's [gateway]; nil when it has none.
+	Gateway *GatewayPlan `json:"gateway,omitempty"`
 
 	defaults *planTask      // [defaults], kept for tasks added later (ParseTaskAdd)
 	lines    map[string]int // field → line, for messages about the plan after the check
@@ -112,6 +114,8 @@ func ParsePlanBytes(name string, data []byte, opts ...PlanOption) (*Plan, error)
 	defaults := d.decodeDefaults()
 	tasks := d.decodeTasks(defaults)
 	pols := d.decodePolicies()
+	gw := d.decodeGateway(dir)
+	d.checkBudgets(gw, tasks)
 	repo := d.checkRepo(dir, &fleet)
 	d.checkTasks(tasks, nil, fleet.Admission)
 	if repo != nil {
@@ -124,7 +128,7 @@ func ParsePlanBytes(name string, data []byte, opts ...PlanOption) (*Plan, error)
 	if abs, err := filepath.Abs(name); err == nil {
 		fleet.Plan = abs
 	}
-	return &Plan{Path: name, Dir: dir, Fleet: fleet, Tasks: planPlainTasks(tasks), Policies: pols, defaults: defaults, lines: d.lines}, nil
+	return &Plan{Path: name, Dir: dir, Fleet: fleet, Tasks: planPlainTasks(tasks), Policies: pols, Gateway: gw, defaults: defaults, lines: d.lines}, nil
 }
 
 // ParseTaskAdd checks [[task]] tables being added to plan's running fleet (`corral

@@ -15,7 +15,7 @@ import (
 // Keys a plan may use, per table. An unknown key is an error, not something ignored:
 // a misspelt `memroy` would otherwise run the task without its limit.
 var (
-	planTopKeys   = []string{"fleet", "defaults", "task", "policy"}
+	planTopKeys   = []string{"fleet", "defaults", "task", "policy", "gateway"}
 	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap"}
 	// planAliases point words users bring from other tools at ours.
 	planAliases = map[string]string{
@@ -90,6 +90,20 @@ var planTaskFields = []planTaskField{
 			t.Retries = int(n)
 		}
 	}, func(dst, src *Task) { dst.Retries = src.Retries }},
+	{"budget_tokens", func(d *planDecoder, f string, v any, t *Task) {
+		if n, ok := d.integer(f, v); ok && n <= 0 {
+			d.problem(f, "%d: want more than 0 tokens (leave budget_tokens out for no budget)", n)
+		} else {
+			t.BudgetTokens = n
+		}
+	}, func(dst, src *Task) { dst.BudgetTokens = src.BudgetTokens }},
+	{"budget_cost", func(d *planDecoder, f string, v any, t *Task) {
+		if n, ok := d.number(f, v); ok && n <= 0 {
+			d.problem(f, "%v: want more than 0 (leave budget_cost out for no budget)", n)
+		} else {
+			t.BudgetCost = n
+		}
+	}, func(dst, src *Task) { dst.BudgetCost = src.BudgetCost }},
 }
 
 func planTaskKeys() []string {

@@ -80,25 +80,29 @@ type Fleet struct {
 
 // Task is a unit of work as the plan (or `corral add`) declared it, and where it is.
 type Task struct {
-	ID       string    `json:"id"`
-	Prompt   string    `json:"prompt"`
-	Agent    string    `json:"agent"` // command template, run by /bin/sh -c
-	Lifetime Lifetime  `json:"lifetime"`
-	Intent   []string  `json:"intent"` // path globs it declares it will touch
-	Ports    []int     `json:"ports"`
-	CPU      float64   `json:"cpu"`    // cores reserved and enforced
-	Memory   int64     `json:"memory"` // bytes reserved and enforced
-	Pids     int64     `json:"pids"`
-	Network  string    `json:"network"` // "private" or "host"
-	EnvFiles []string  `json:"env_files"`
-	Priority int       `json:"priority"` // higher starts first
-	After    []string  `json:"after"`    // tasks that must be done first
-	Retries  int       `json:"retries"`  // further attempts after a failed one
-	State    TaskState `json:"state"`
-	Attempts int       `json:"attempts"`
-	Reason   string    `json:"reason,omitempty"` // why it is in its state (e.g. why it cannot be admitted)
-	Created  time.Time `json:"created"`
-	Updated  time.Time `json:"updated"`
+	ID       string   `json:"id"`
+	Prompt   string   `json:"prompt"`
+	Agent    string   `json:"agent"` // command template, run by /bin/sh -c
+	Lifetime Lifetime `json:"lifetime"`
+	Intent   []string `json:"intent"` // path globs it declares it will touch
+	Ports    []int    `json:"ports"`
+	CPU      float64  `json:"cpu"`    // cores reserved and enforced
+	Memory   int64    `json:"memory"` // bytes reserved and enforced
+	Pids     int64    `json:"pids"`
+	Network  string   `json:"network"` // "private" or "host"
+	EnvFiles []string `json:"env_files"`
+	Priority int      `json:"priority"` // higher starts first
+	After    []string `json:"after"`    // tasks that must be done first
+	Retries  int      `json:"retries"`  // further attempts after a failed one
+	// Budget caps the task's model spend over all its attempts; over it, its session
+	// pauses and the task goes to the inbox.
+	BudgetTokens int64     `json:"budget_tokens,omitempty"`
+	BudgetCost   float64   `json:"budget_cost,omitempty"`
+	State        TaskState `json:"state"`
+	Attempts     int       `json:"attempts"`
+	Reason       string    `json:"reason,omitempty"` // why it is in its state (e.g. why it cannot be admitted)
+	Created      time.Time `json:"created"`
+	Updated      time.Time `json:"updated"`
 }
 
 // Endpoint is where a session's port is reachable from the host.
@@ -148,6 +152,35 @@ type Usage struct {
 	Throttled  time.Duration `json:"throttled"`
 	Pids       uint64        `json:"pids"`
 }
+
+// ModelCall is one model API call a session made through the gateway, as metered:
+// tokens by category (priced differently, so kept apart), its cost from the plan's
+// price table, latency, and what the provider's rate-limit headers said.
+type ModelCall struct {
+	ID         int64         `json:"id"`
+	Session    string        `json:"session"`
+	Task       string        `json:"task"`
+	Time       time.Time     `json:"time"`     // when the call started
+	Upstream   string        `json:"upstream"` // anthropic or openai
+	Model      string        `json:"model"`
+	Status     int           `json:"status"`
+	Streamed   bool          `json:"streamed"`
+	Input      int64         `json:"input"` // uncached input tokens
+	Output     int64         `json:"output"`
+	CacheRead  int64         `json:"cache_read"`
+	CacheWrite int64         `json:"cache_write"`
+	Cost       float64       `json:"cost"`
+	Latency    time.Duration `json:"latency"`
+	// Rate-limit headers: tokens remaining (-1 unknown), the earliest reset, the
+	// window's utilisation (0..1, -1 unknown), and every such header as sent.
+	Remaining   int64             `json:"remaining"`
+	Reset       time.Time         `json:"reset,omitzero"`
+	Utilization float64           `json:"utilization"`
+	Limits      map[string]string `json:"limits,omitempty"`
+}
+
+// Tokens is the call's total over every category.
+func (c ModelCall) Tokens() int64 { return c.Input + c.Output + c.CacheRead + c.CacheWrite }
 
 // Publish is a session's changeset offered to the shared head, and its outcome.
 type Publish struct {
@@ -223,4 +256,14 @@ const (
 	EvPublishEscalated  = "publish.escalated"
 	EvPublishEmpty      = "publish.empty"
 	EvSupervisorRecover = "supervisor.recovered"
+
+	// The model gateway and the quota policy.
+	EvModelCall      = "model.call"        // a metered call: tokens, cost, latency
+	EvEgressRefused  = "egress.refused"    // a host outside gateway.allow
+	EvQuotaSoft      = "quota.soft"        // admission stops
+	EvQuotaHard      = "quota.hard"        // running sessions pause
+	EvQuotaReset     = "quota.reset"       // a new window: paused sessions resume, staged
+	EvQuotaSampled   = "quota.sampled"     // the probe command's reading
+	EvBudgetExceeded = "budget.exceeded"   // a task went over its budget: paused, to the inbox
+	EvUpstreamSwitch = "upstream.switched" // the fallback upstream took over (or the primary came back)
 )

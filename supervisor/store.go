@@ -42,6 +42,9 @@ type Reader interface {
 	Publishes() ([]Publish, error)
 	Conflicts(publish int64) ([]Conflict, error)
 	Approvals() ([]Approval, error)
+	// ModelCalls returns the metered calls of a session ("" for every session), in
+	// the order they were recorded.
+	ModelCalls(session string) ([]ModelCall, error)
 	// Intents returns the declared path globs of every task, by task id.
 	Intents() (map[string][]string, error)
 	// Events returns up to limit events with Seq > after, in order.
@@ -63,5 +66,6 @@ type Tx interface {
 	PutPublish(Publish) error
 	AddConflicts(...Conflict) error
 	AddApproval(Approval) (int64, error)
+	AddModelCalls(...ModelCall) error
 	Emit(Event)
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"corral/sandbox"
+	"corral/supervisor/gateway"
 )
 
 // Config wires a supervisor to its repository, store and policies.
@@ -24,6 +26,11 @@ type Config struct {
 
 	SampleEvery time.Duration // telemetry period (default 1s)
 	PoolSize    int           // spare inits kept booted (default 2; <0 none)
+	// Gateway is the plan's [gateway]: sessions reach their model APIs (and allowed
+	// hosts) through it, metered. nil: sessions have no way out of a private netns.
+	Gateway *GatewayPlan
+	// GatewayTransport carries the gateway's requests upstream (tests); nil: direct.
+	GatewayTransport http.RoundTripper
 	// ResumeInterrupted resumes, at start, tasks whose sessions a dead supervisor left
 	// (headless runs do; the TUI leaves them to the user).
 	ResumeInterrupted bool
@@ -53,6 +60,15 @@ type Supervisor struct {
 	baseFiles  []string      // file list of the fleet's base, for intent overlap checks
 	verdicts   map[string]string
 
+	// The model gateway, what it metered, and the quota (gateway.go, quota.go).
+	gw           *gateway.Gateway
+	gwInbox      gatewayInbox
+	sessionTask  map[string]string // session id → task id, for every session started here
+	spendFleet   Spend
+	spendTask    map[string]Spend
+	spendSession map[string]Spend
+	quota        *quotaState
+
 	inbox   chan func()
 	wake    chan struct{}
 	started atomic.Bool
@@ -71,6 +87,8 @@ type liveSession struct {
 	lastAt  time.Time
 	oom     uint64
 	leases  []int64
+	// budgetWaived: the user resumed the session past its task's budget.
+	budgetWaived bool
 }
 
 // New opens the fleet: it creates its head branch and records if they do not exist,
@@ -99,6 +117,7 @@ func New(cfg Config) (*Supervisor, error) {
 	s := &Supervisor{
 		cfg: cfg, store: cfg.Store, repo: cfg.Repo, snaps: snaps, hub: newHub(), log: cfg.Log, now: cfg.Now,
 		tasks: map[string]*Task{}, sessions: map[string]*liveSession{}, verdicts: map[string]string{},
+		sessionTask: map[string]string{}, spendTask: map[string]Spend{}, spendSession: map[string]Spend{},
 		inbox: make(chan func()), wake: make(chan struct{}, 1), closed: make(chan struct{}),
 	}
 	if err := s.openFleet(); err != nil {
@@ -109,6 +128,9 @@ func New(cfg Config) (*Supervisor, error) {
 		s.pub = &GitPublisher{Repo: cfg.Repo, HeadRef: s.fleet.HeadRef}
 	}
 	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	if err := s.openGateway(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -243,6 +265,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			}
 		})
 	}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	go s.runProbe(probeCtx)
 	sample := time.NewTicker(s.cfg.SampleEvery)
 	defer sample.Stop()
 	// Admission runs after every message; besides, it wakes when a staged launch is due
@@ -250,6 +275,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	admitTimer := time.NewTimer(time.Second)
 	defer admitTimer.Stop()
 	for {
+		s.locked(s.drainGateway)
 		s.locked(s.admitNext)
 		due := time.Second
 		if s.admitDue > 0 && s.admitDue < due {
@@ -311,8 +337,11 @@ func (s *Supervisor) finished() (finished, allDone bool) {
 				finished, allDone = false, false
 			}
 		}
-		if len(s.sessions) > 0 {
-			finished = false
+		// A session paused into the inbox (over budget) waits for a human too.
+		for _, ls := range s.sessions {
+			if s.tasks[ls.rec.Task].State != TaskInbox {
+				finished = false
+			}
 		}
 	})
 	return finished, allDone

@@ -51,6 +51,15 @@ type FleetState struct {
 	ReservedCPU    float64
 	ReservedMemory int64
 	Running        int
+	// Model spend through the gateway: the fleet's, per task and per session; cost
+	// per accepted task (all spend over tasks whose work reached the head by an
+	// accepted or merged publish) says whether more agents paid off.
+	Spend           Spend
+	TaskSpend       map[string]Spend
+	SessionSpend    map[string]Spend
+	CostPerAccepted float64
+	Quota           *QuotaView // nil without a [gateway.quota]
+	Held            []string   // sessions whose next model request the gateway holds
 }
 
 // State returns the fleet as the loop sees it now.
@@ -68,6 +77,15 @@ func (s *Supervisor) State() FleetState {
 			st.ReservedMemory += t.Memory
 			st.Running++
 		}
+		st.Spend, st.TaskSpend, st.SessionSpend = s.spendAt()
+		st.Quota = s.quotaView()
+		if s.gw != nil {
+			for _, id := range s.gw.Sessions() {
+				if s.gw.Held(id) {
+					st.Held = append(st.Held, id)
+				}
+			}
+		}
 	})
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].Started.Before(st.Sessions[j].Started) })
 	st.Usage = map[string]Usage{}
@@ -75,6 +93,19 @@ func (s *Supervisor) State() FleetState {
 		latest, err := r.LatestUsage()
 		for _, u := range latest {
 			st.Usage[u.Session] = u
+		}
+		if err != nil || st.Spend.Calls == 0 {
+			return err
+		}
+		pubs, err := r.Publishes()
+		accepted := map[string]bool{}
+		for _, p := range pubs {
+			if p.Outcome == OutcomeAccepted || p.Outcome == OutcomeMerged {
+				accepted[p.Task] = true
+			}
+		}
+		if len(accepted) > 0 {
+			st.CostPerAccepted = st.Spend.Cost / float64(len(accepted))
 		}
 		return err
 	})

@@ -72,6 +72,21 @@ type Snapshot struct {
 	Inbox       []InboxItem
 	Events      []Event // recent, oldest first
 	Taken       time.Time
+	// Model spend through the gateway, and the fleet quota (nil without one).
+	ModelCalls  int
+	ModelTokens int64
+	ModelCost   float64
+	Quota       *Quota
+}
+
+// Quota is where the fleet stands in its provider's usage window.
+type Quota struct {
+	Fraction   float64 // of the window used
+	Soft, Hard float64
+	Level      string // ok, soft, hard
+	Window     time.Duration
+	Reset      time.Time
+	Fallback   bool // on the fallback upstream
 }
 
 // TaskRow is one task with its live session's figures.
@@ -94,6 +109,11 @@ type TaskRow struct {
 	LayerBytes  int64    // disk the live session's private layer takes
 	LastPublish string
 	Since       time.Time // when it entered its state
+	// Model spend over the task's attempts, and its budgets (0: none).
+	ModelTokens  int64
+	ModelCost    float64
+	BudgetTokens int64
+	BudgetCost   float64
 }
 
 // Lease is a port held by a session.

@@ -99,6 +99,9 @@ func renderBudgets(d *viewData, w int) []row {
 		if t.Throttled > 0 {
 			extra += " throttled " + t.Throttled.Round(100*time.Millisecond).String()
 		}
+		if t.ModelTokens > 0 || t.BudgetTokens > 0 || t.BudgetCost > 0 {
+			extra += modelSpend(t)
+		}
 		text := fmt.Sprintf("%-12s cpu %4.0f%%/%-4s ", clip(t.ID, 12), t.CPUPercent, cores(t.CPULimit))
 		memText := fmt.Sprintf(" mem %6s/%-5s ", bytesH(int64(t.Memory)), bytesH(t.MemLimit))
 		rows = append(rows, row{task: t.ID, text: st.F.Text.Render(text) + cpuStyle.Render(sparkline(cpu, 8)) +
@@ -138,6 +141,19 @@ func verbRole(verb string) string {
 		return "done"
 	}
 	return verb // accepted, merged, rejected, escalated, empty, queued…
+}
+
+// modelSpend is a task's model tokens and cost against its budgets.
+func modelSpend(t TaskRow) string {
+	s := " model " + count(t.ModelTokens)
+	if t.BudgetTokens > 0 {
+		s += "/" + count(t.BudgetTokens)
+	}
+	s += fmt.Sprintf(" tok $%.2f", t.ModelCost)
+	if t.BudgetCost > 0 {
+		s += fmt.Sprintf("/$%.2f", t.BudgetCost)
+	}
+	return s
 }
 
 // sparkline draws the last n values scaled to their maximum.
@@ -238,4 +254,17 @@ func fit(s string, n int) string {
 		s += strings.Repeat(" ", pad)
 	}
 	return s
+}
+
+// count writes a token count short: 950, 12k, 3.4M.
+func count(n int64) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 10_000:
+		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+	case n >= 1_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d", n)
 }

@@ -262,6 +262,26 @@ func (m *Model) header() string {
 		st.Muted.Render(fmt.Sprintf(" %.1f/%s  ", cpuUsed, cores(s.CPUBudget))) +
 		st.Text.Render("MEM ") + st.Gauge.Render(gauge(float64(memUsed), float64(s.MemBudget), gw)) +
 		st.Muted.Render(fmt.Sprintf(" %s/%s", bytesH(memUsed), bytesH(s.MemBudget)))
+	if s.ModelCalls > 0 {
+		line1 += st.Muted.Render(fmt.Sprintf("  model %d calls %s tok $%.2f", s.ModelCalls, count(s.ModelTokens), s.ModelCost))
+	}
+	if q := s.Quota; q != nil {
+		style := st.Gauge
+		switch q.Level {
+		case "soft":
+			style = st.Warn
+		case "hard":
+			style = st.GaugeOver
+		}
+		gauges += st.Text.Render("  QUOTA ") + style.Render(gauge(q.Fraction, 1, gw)) +
+			st.Muted.Render(fmt.Sprintf(" %.0f%%", 100*q.Fraction))
+		if !narrow && !q.Reset.IsZero() {
+			gauges += st.Muted.Render(" ↺" + q.Reset.Local().Format("15:04"))
+		}
+		if q.Fallback {
+			gauges += st.Warn.Render(" fallback")
+		}
+	}
 	return padTo(line1, m.width) + "\n" + padTo(c.String()+gauges, m.width)
 }
 
