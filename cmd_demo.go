@@ -134,9 +134,11 @@ func openFleet(planPath string, interactive, fresh bool) (*fleet, error) {
 		db.Close()
 		return nil, err
 	}
+	self, _ := os.Executable() // shown inside every sandbox for `corral ctl` and `corral mcp`
 	sv, err := supervisor.New(supervisor.Config{
 		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: !interactive,
-		Log: slog.New(slog.NewTextHandler(logFile, nil)),
+		Log:       slog.New(slog.NewTextHandler(logFile, nil)),
+		CtlBinary: self,
 	})
 	if err != nil {
 		db.Close()

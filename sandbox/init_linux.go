@@ -54,10 +54,20 @@ type initConfig struct {
 	Argv      []string
 }
 
-// Bind is a host path made visible inside a sandbox at the same path.
+// Bind is a host path made visible inside a sandbox, at the same path unless Target
+// names another (corral's own control socket and binary appear under fixed paths).
 type Bind struct {
 	Path     string `json:"path"`
+	Target   string `json:"target,omitempty"`
 	Writable bool   `json:"writable,omitempty"`
+}
+
+// inside is where the bind appears in the sandbox.
+func (b Bind) inside() string {
+	if b.Target != "" {
+		return b.Target
+	}
+	return b.Path
 }
 
 // IsInit reports whether this process was started as a sandbox init.
@@ -263,11 +273,21 @@ type mountOp struct {
 	do  func(target string) error
 }
 
+
 func bindOps(binds []Bind) []mountOp {
 	ops := make([]mountOp, 0, len(binds))
 	for _, b := range binds {
 		b := b
-		ops = append(ops, mountOp{b.Path, func(d string) error { return bindMount(b.Path, d, b.Writable) }})
+		ops = append(ops, mountOp{b.inside(), func(d string) error {
+			if b.Target != "" {
+				// runMounts made the mountpoint after the target's host path, which
+				// need not exist; it must take the source's kind (a file for a file).
+				if err := retypeMountpoint(b.Path, d); err != nil {
+					return err
+				}
+			}
+			return bindMount(b.Path, d, b.Writable)
+		}})
 	}
 	return ops
 }
@@ -434,7 +454,7 @@ func pivotRoot(root string) error {
 }
 
 // makeMountpoint creates the path to mount on inside the new root, as a file or a
-// directory like its host source. hostPath is the path as seen inside the sandbox.
+// directory like its host source hostPath.
 func makeMountpoint(hostPath, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("init: mountpoint %s: %w", hostPath, err)
@@ -450,6 +470,21 @@ func makeMountpoint(hostPath, dst string) error {
 		return fmt.Errorf("init: mountpoint %s: %w", hostPath, err)
 	}
 	return nil
+}
+
+// retypeMountpoint replaces an empty directory made as a mountpoint by a file when the
+// host path to bind there is a file.
+func retypeMountpoint(hostPath, dst string) error {
+	fi, err := os.Stat(hostPath)
+	if err != nil || fi.IsDir() {
+		return nil
+	}
+	if st, err := os.Lstat(dst); err == nil && st.IsDir() {
+		if err := os.Remove(dst); err != nil {
+			return fmt.Errorf("init: mountpoint %s: %w", dst, err)
+		}
+	}
+	return makeMountpoint(hostPath, dst)
 }
 
 func mountTmpfs(dst, opts string) error {

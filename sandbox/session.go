@@ -55,7 +55,7 @@ type SessionConfig struct {
 	Repo     Repo      // the repository; the workspace appears at Repo.WorkTree
 	Snapshot *Snapshot // the base revision's snapshot
 	Command  []string  // argv of the agent
-	Env      []string  // extra environment (CORRAL_TASK, CORRAL_PROMPT, ...)
+	Env      []string  // extra environment (CORRAL_TASK, CORRAL_PROMPT, ...); a key given here replaces the default's (PATH)
 	Ports    []Port
 	Network  Network // NetPrivate by default
 	Limits   Limits
@@ -467,7 +467,27 @@ func (s *Session) agentEnv() ([]string, []Endpoint, error) {
 			ends = append(ends, Endpoint{Inside: p.Inside, Host: "127.0.0.1:" + strconv.Itoa(host)})
 		}
 	}
-	return append(env, cfg.Env...), ends, nil
+	return mergeEnv(env, cfg.Env), ends, nil
+}
+
+// mergeEnv appends extra to env, an extra KEY=… replacing env's entry for KEY in place,
+// so the agent (and the init's own PATH lookup) sees one value per key.
+func mergeEnv(env, extra []string) []string {
+	at := map[string]int{}
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		at[k] = i
+	}
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := at[k]; ok {
+			env[i] = kv
+			continue
+		}
+		at[k] = len(env)
+		env = append(env, kv)
+	}
+	return env
 }
 
 func envOr(key, def string) string {
@@ -647,8 +667,11 @@ func (s *Session) kill() {
 
 // cleanupProcess releases what the running sandbox held on the host side.
 func (s *Session) cleanupProcess() {
-	if s.fwd != nil {
-		s.fwd.Close()
+	s.mu.Lock()
+	fwd := s.fwd
+	s.mu.Unlock()
+	if fwd != nil {
+		fwd.Close()
 	}
 	if s.master != nil {
 		s.master.Close()

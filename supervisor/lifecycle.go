@@ -103,10 +103,24 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
 	}
-	sb, err := sandbox.StartSession(cfg)
+	// The workspace protocol: the session's own control socket, and corral itself.
+	user, err := sandbox.InvokingUser()
 	if err != nil {
 		return fail(err)
 	}
+	ctl, err := s.openCtl(id, user)
+	if err != nil {
+		return fail(err)
+	}
+	cfg.User = user
+	cfg.Binds = append(cfg.Binds, ctl.binds(s.cfg.CtlBinary)...)
+	cfg.Env = append(cfg.Env, ctl.env(s.cfg.CtlBinary)...)
+	sb, err := sandbox.StartSession(cfg)
+	if err != nil {
+		ctl.close()
+		return fail(err)
+	}
+	ctl.serve(sb.Pid())
 	rec := Session{
 		ID: id, Task: t.ID, Attempt: t.Attempts, Base: base, State: SessionRunning, Pid: sb.Pid(),
 		Layer: sb.Upper(), Recording: sb.RecordingPath(), Started: launched,
@@ -114,7 +128,7 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 	if resume != nil {
 		rec.Resumes = resume.ID
 	}
-	ls := &liveSession{rec: rec, sb: sb, lastAt: s.now()}
+	ls := &liveSession{rec: rec, sb: sb, lastAt: s.now(), ctl: ctl}
 	s.sessions[id] = ls
 	t.State, t.Reason = TaskRunning, ""
 	_, err = s.commit(func(tx Tx) error {
@@ -142,6 +156,7 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 		s.log.Error("record session start", "session", id, "err", err)
 	}
 	s.watch(ls)
+	s.watchQuiet(ls)
 	return nil
 }
 
@@ -204,6 +219,11 @@ func (s *Supervisor) onExit(ls *liveSession, st sandbox.ExitStatus) {
 // publishSession captures the session's changeset and hands it to the publisher; the
 // outcome comes back to the loop. final: the session ends with it (one-shot exit).
 func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
+	s.publishSessionMsg(ls, code, final, "")
+}
+
+// publishSessionMsg is publishSession with the commit's subject given (ctl publish).
+func (s *Supervisor) publishSessionMsg(ls *liveSession, code int, final bool, message string) {
 	t := s.tasks[ls.rec.Task]
 	cs, err := ls.sb.Capture()
 	if err != nil {
@@ -215,7 +235,7 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 	}
 	t.State = TaskPublishing
 	s.saveTask(t, Event{Kind: EvPublishQueued, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]int{"paths": len(cs)})})
-	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules()}
+	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules(), Message: message}
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
@@ -332,6 +352,7 @@ func (s *Supervisor) endSession(ls *liveSession, keepLayer bool, state SessionSt
 // finishSession records a session's end and releases its leases.
 func (s *Supervisor) finishSession(ls *liveSession, state SessionState, code *int) {
 	os.Remove(s.conflictView(ls.rec.ID))
+	s.closeProtocol(ls)
 	ls.rec.State, ls.rec.ExitCode, ls.rec.Ended, ls.rec.Pid = state, code, s.now(), 0
 	_, err := s.commit(func(tx Tx) error {
 		for _, lid := range ls.leases {
