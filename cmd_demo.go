@@ -135,11 +135,13 @@ func openFleet(planPath string, interactive, fresh bool) (*fleet, error) {
 		return nil, err
 	}
 	self, _ := os.Executable() // shown inside every sandbox for `corral ctl` and `corral mcp`
-	sv, err := supervisor.New(supervisor.Config{
+	cfg := supervisor.Config{
 		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: !interactive,
 		Log:       slog.New(slog.NewTextHandler(logFile, nil)),
 		CtlBinary: self,
-	})
+	}
+	plan.Workspace.Apply(&cfg)
+	sv, err := supervisor.New(cfg)
 	if err != nil {
 		db.Close()
 		logFile.Close()

@@ -229,3 +229,14 @@ func (s *Supervisor) closeProtocol(ls *liveSession) {
 	}
 	s.closeSessionInbox(ls.rec.ID)
 }
+
+// CtlSocket returns a live session's control socket as the host sees it, and its
+// init's pid. Only processes in that session's pid namespace may call it.
+func (s *Supervisor) CtlSocket(session string) (path string, pid int, ok bool) {
+	s.call(func() {
+		if ls := s.sessions[session]; ls != nil && ls.ctl != nil {
+			path, pid, ok = ls.ctl.SocketPath(), ls.rec.Pid, true
+		}
+	})
+	return path, pid, ok
+}
