@@ -21,6 +21,7 @@ var (
 	permissionPrompt = regexp.MustCompile(`(?i)(\[y/n\]|\(y/n\)|\[yes/no\]|\(yes/no\)|\by/n\b|\ballow\b|\bpermission\b|\bapprove\b|do you want to|proceed\?|continue\?)`)
 	rateLimited      = regexp.MustCompile(`(?i)(rate.?limit|usage limit|quota exceeded|too many requests|limit reached|try again (later|in))`)
 	questionPrompt   = regexp.MustCompile(`([?:>›❯»]\s*$)`)
+	menuPrompt       = regexp.MustCompile(`(?m)^\s*[>›❯»]\s*\d+[.)]`) // "❯ 1. Yes": a selection menu's cursor
 )
 
 // classifyPrompt says what kind of inbox item a quiet screen is, from its last line
@@ -36,7 +37,11 @@ func classifyPrompt(screen string) (kind, line string) {
 				return InboxRateLimited, line
 			case permissionPrompt.MatchString(line):
 				return InboxPermission, line
-			case questionPrompt.MatchString(line):
+			case questionPrompt.MatchString(line) || menuPrompt.MatchString(tail):
+				// A menu or bare prompt under an allow/deny question is a permission.
+				if permissionPrompt.MatchString(tail) {
+					return InboxPermission, line
+				}
 				return InboxNeedsInput, line
 			}
 			return "", line

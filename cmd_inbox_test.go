@@ -1,0 +1,95 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"corral/supervisor"
+)
+
+// waitInbox waits for an open inbox item of the task.
+func waitInbox(t *testing.T, fl *fleet, task string) supervisor.InboxItem {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, it := range fl.sv.Inbox() {
+			if it.Task == task && it.State == supervisor.InboxOpen {
+				return it
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no inbox item for task %s", task)
+	return supervisor.InboxItem{}
+}
+
+func waitTaskState(t *testing.T, fl *fleet, task string, want supervisor.TaskState) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last supervisor.TaskState
+	for time.Now().Before(deadline) {
+		for _, tk := range fl.sv.State().Tasks {
+			if tk.ID == task {
+				if last = tk.State; last == want {
+					return
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("task %s is %s, want %s", task, last, want)
+}
+
+// TestNeedsInput: an agent stalled on a y/N prompt becomes a permission item with its
+// last screen, and the answer typed into its terminal lets it finish; an agent that
+// asks through `corral ctl ask` gets the answer back as the command's output.
+func TestNeedsInput(t *testing.T) {
+	requireRoot(t)
+	fl, dir := liveFleet(t, `
+[fleet]
+repo = "."
+base = "main"
+launch_interval = "50ms"
+needs_input_after = "300ms"
+
+[defaults]
+retries = 0
+
+[[task]]
+id = "yn"
+agent = "sh agents/ask-yn.sh"
+
+[[task]]
+id = "asker"
+agent = "sh agents/ask-ctl.sh"
+`)
+	it := waitInbox(t, fl, "yn")
+	if it.Kind != supervisor.InboxPermission || it.Asked || !strings.Contains(it.Text, "[y/N]") || !strings.Contains(it.Screen, "Overwrite config.txt?") {
+		t.Errorf("noticed prompt: %+v", it)
+	}
+	if err := fl.sv.AnswerInbox(it.ID, "y"); err != nil {
+		t.Fatal(err)
+	}
+	waitTaskState(t, fl, "yn", supervisor.TaskDone)
+	if got := headFile(t, dir, "config.txt"); got != "overwritten\n" {
+		t.Errorf("config.txt on the head: %q", got)
+	}
+
+	q := waitInbox(t, fl, "asker")
+	if q.Kind != supervisor.InboxNeedsInput || !q.Asked || q.Text != "Which colour should the button be?" {
+		t.Errorf("asked item: %+v", q)
+	}
+	if err := fl.sv.AnswerInbox(q.ID, "teal"); err != nil {
+		t.Fatal(err)
+	}
+	waitTaskState(t, fl, "asker", supervisor.TaskDone)
+	if got := headFile(t, dir, "colour.txt"); got != "teal\n" {
+		t.Errorf("colour.txt on the head: %q", got)
+	}
+	for _, it := range fl.sv.Inbox() {
+		if it.State == supervisor.InboxOpen {
+			t.Errorf("item still open after its answer: %+v", it)
+		}
+	}
+}
