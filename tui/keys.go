@@ -8,6 +8,7 @@ type KeyMap struct {
 	Pause, Discard, Kill, Retry    key.Binding
 	Publish, Approve, Deny, Attach key.Binding
 	Add, Filter, Sort, Theme       key.Binding
+	Answer                         key.Binding
 	Help, Quit, Detach             key.Binding
 }
 
@@ -31,6 +32,7 @@ func DefaultKeyMap() KeyMap {
 		Deny:     b("d", "deny…", "d"),
 		Attach:   b("enter", "attach", "enter"),
 		Add:      b("n", "add task…", "n"),
+		Answer:   b("i", "answer agent…", "i"),
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("s", "sort", "s"),
 		Theme:    b("t", "theme", "t"),
@@ -50,7 +52,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.Tab, k.ShiftTab, k.Filter, k.Sort},
 		{k.Pause, k.Retry, k.Publish, k.Discard, k.Kill},
-		{k.Approve, k.Deny, k.Attach, k.Detach, k.Add},
+		{k.Approve, k.Deny, k.Answer, k.Attach, k.Detach, k.Add},
 		{k.Theme, k.Help, k.Quit},
 	}
 }
