@@ -32,7 +32,7 @@ func DefaultKeyMap() KeyMap {
 		Deny:     b("d", "deny…", "d"),
 		Attach:   b("enter", "attach", "enter"),
 		Add:      b("n", "add task…", "n"),
-		Answer:   b("i", "answer agent…", "i"),
+		Answer:   b("i", "answer…", "i"),
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("s", "sort", "s"),
 		Theme:    b("t", "theme", "t"),
