@@ -121,6 +121,16 @@ agent = "sh agents/ctl-handoff.sh"
 		t.Errorf("wait head: %+v (base %s)", w, base)
 	}
 
+	// c's HOME configures its agent to find `corral mcp`, which answers as c.
+	var viaMCP supervisor.SessionStatus
+	headJSON(t, dir, "out/c-mcp.json", &viaMCP)
+	if viaMCP.Session != "c-1" || viaMCP.Task != "c" {
+		t.Errorf("status through the MCP server ~/.claude.json names: %+v", viaMCP)
+	}
+	if codex := headFile(t, dir, "out/c-codex.toml"); !strings.Contains(codex, `command = "/.corral/bin/corral"`) {
+		t.Errorf("~/.codex/config.toml: %q", codex)
+	}
+
 	// The handoff made a task that ran after h, at a head with the artifact, and
 	// passed its acceptance command; a missing artifact was refused.
 	if bad := headFile(t, dir, "out/h-bad.txt"); !strings.Contains(bad, "nope.md") || !strings.Contains(bad, "exit 1") {

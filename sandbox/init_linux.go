@@ -45,9 +45,10 @@ type initConfig struct {
 	Lowers    []string // overlay lower dirs, top first
 	Upper     string
 	Work      string
-	Objects   string // host git object dir, bound read-only at /.corral/objects
-	Binds     []Bind // host paths bound at their own path: toolchains under HOME, extras as asked
-	Home      string // private, writable HOME (tmpfs)
+	Objects   string            // host git object dir, bound read-only at /.corral/objects
+	Binds     []Bind            // host paths bound at their own path: toolchains under HOME, extras as asked
+	Home      string            // private, writable HOME (tmpfs)
+	HomeFiles map[string]string // files written into HOME, owned by the agent (path relative to HOME → content)
 	UID, GID  int
 	Groups    []int
 	Env       []string
@@ -247,6 +248,9 @@ func finishRoot(root string, cfg *initConfig) error {
 	if err := runMounts(root, append(ops, bindOps(cfg.Binds)...)); err != nil {
 		return err
 	}
+	if err := writeHomeFiles(filepath.Join(root, cfg.Home), cfg); err != nil {
+		return err
+	}
 	// git inside refuses a repository owned by another user unless told it is safe.
 	gitconfig := "[safe]\n\tdirectory = *\n[include]\n\tpath = /etc/gitconfig\n"
 	if err := os.WriteFile(filepath.Join(root, "/.corral/gitconfig"), []byte(gitconfig), 0o644); err != nil {
@@ -272,7 +276,6 @@ type mountOp struct {
 	dst string
 	do  func(target string) error
 }
-
 
 func bindOps(binds []Bind) []mountOp {
 	ops := make([]mountOp, 0, len(binds))
@@ -468,6 +471,34 @@ func makeMountpoint(hostPath, dst string) error {
 	}
 	if err := os.Mkdir(dst, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("init: mountpoint %s: %w", hostPath, err)
+	}
+	return nil
+}
+
+// writeHomeFiles writes the session's files into its fresh HOME, owned by the agent's
+// user so it may change them (agents rewrite their own configuration).
+func writeHomeFiles(home string, cfg *initConfig) error {
+	if cfg.Home == "" {
+		return nil
+	}
+	for rel, content := range cfg.HomeFiles {
+		clean := filepath.Clean(rel)
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("init: home file %q: must be relative to HOME", rel)
+		}
+		p := filepath.Join(home, clean)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("init: home file %s: %w", rel, err)
+		}
+		for d := filepath.Dir(p); len(d) > len(home); d = filepath.Dir(d) {
+			os.Lchown(d, cfg.UID, cfg.GID) // the directories it made are the agent's too
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			return fmt.Errorf("init: home file %s: %w", rel, err)
+		}
+		if err := os.Lchown(p, cfg.UID, cfg.GID); err != nil {
+			return fmt.Errorf("init: home file %s: %w", rel, err)
+		}
 	}
 	return nil
 }

@@ -61,11 +61,14 @@ type SessionConfig struct {
 	Limits   Limits
 	EnvFiles []string // work-tree paths (gitignored files: .env, node_modules) visible read-only, never captured
 	Binds    []Bind   // extra host paths, read-only unless Writable
-	User     *User    // nil: the invoking user (SUDO_UID under sudo), else the current one
-	Cols     int
-	Rows     int
-	RingSize int       // bytes of output kept for live panes
-	Pool     *InitPool // spare inits to start from; nil starts one cold
+	// HomeFiles are written into the agent's private HOME before it starts (path
+	// relative to HOME → content), e.g. the agent's MCP configuration.
+	HomeFiles map[string]string
+	User      *User // nil: the invoking user (SUDO_UID under sudo), else the current one
+	Cols      int
+	Rows      int
+	RingSize  int       // bytes of output kept for live panes
+	Pool      *InitPool // spare inits to start from; nil starts one cold
 	// AdoptLayer is an existing private layer (an interrupted session's upper dir) to
 	// continue from: it is moved, not copied, into this session.
 	AdoptLayer string
@@ -428,6 +431,7 @@ func (s *Session) initConfig(env []string) (initConfig, error) {
 		Objects:   filepath.Join(cfg.Repo.GitDir, "objects"),
 		Binds:     binds,
 		Home:      u.Home,
+		HomeFiles: cfg.HomeFiles,
 		UID:       u.UID, GID: u.GID, Groups: u.Groups,
 		Env:  env,
 		Argv: argv,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"text/template"
@@ -115,6 +116,10 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 	cfg.User = user
 	cfg.Binds = append(cfg.Binds, ctl.binds(s.cfg.CtlBinary)...)
 	cfg.Env = append(cfg.Env, ctl.env(s.cfg.CtlBinary)...)
+	if s.cfg.CtlBinary != "" {
+		cfg.HomeFiles = ctlHomeFiles()
+		cfg.Env = append(cfg.Env, "CORRAL_MCP_CONFIG="+path.Join(user.Home, CtlMCPConfigInside))
+	}
 	sb, err := sandbox.StartSession(cfg)
 	if err != nil {
 		ctl.close()
