@@ -83,7 +83,11 @@ func runCtl(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	data, err := supervisor.CallCtl(ctlSocket(), req, 0)
+	sock := ctlSocket()
+	if _, err := os.Stat(sock); err != nil && os.Getenv("CORRAL_CTL") == "" {
+		return fmt.Errorf("no control socket at %s: corral ctl works inside a corral sandbox (CORRAL_CTL names the socket)", sock)
+	}
+	data, err := supervisor.CallCtl(sock, req, 0)
 	if err != nil {
 		return err
 	}

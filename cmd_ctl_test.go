@@ -189,3 +189,22 @@ agent = "sh agents/ctl-publish.sh"
 		t.Errorf("published commit subject %q, want the --message", subj)
 	}
 }
+
+func TestCtlArgsAndOutsideSandbox(t *testing.T) {
+	req, asJSON, err := parseCtlArgs([]string{"lease", "port", "4173", "--name", "preview", "--json"})
+	if err != nil || !asJSON || req.Verb != "lease" || strings.Join(req.Args, " ") != "port 4173" || req.Flags["name"] != "preview" {
+		t.Errorf("parse: %+v json=%v err=%v", req, asJSON, err)
+	}
+	req, _, err = parseCtlArgs([]string{"ask", "--nowait", "--kind=permission", "may", "I?"})
+	if err != nil || strings.Join(req.Args, " ") != "may I?" || req.Flags["kind"] != "permission" || req.Flags["nowait"] != "1" {
+		t.Errorf("parse ask: %+v err=%v", req, err)
+	}
+	if _, _, err := parseCtlArgs([]string{"board", "--sesion", "x"}); err == nil || !strings.Contains(err.Error(), "--sesion") {
+		t.Errorf("unknown flag: %v", err)
+	}
+	t.Setenv("CORRAL_CTL", "")
+	code, _, errOut := runMain("ctl", "board")
+	if code != exitFailure || !strings.Contains(errOut, "inside a corral sandbox") {
+		t.Errorf("ctl outside a sandbox: exit %d, %q", code, errOut)
+	}
+}
