@@ -71,9 +71,15 @@ func (s *Supervisor) openInbox(it InboxItem) *InboxItem {
 	it.ID, it.State, it.Created = s.inboxSeq, InboxOpen, s.now()
 	p := &it
 	s.inboxItems = append(s.inboxItems, p)
+	data := map[string]any{"id": it.ID, "kind": it.Kind, "text": it.Text}
+	if it.Asked {
+		data["asked"] = true
+	}
+	if it.Handoff != "" {
+		data["handoff"] = it.Handoff
+	}
 	s.commit(func(tx Tx) error {
-		tx.Emit(Event{Kind: EvInboxOpened, Task: it.Task, Session: it.Session, Data: jsonData(map[string]any{
-			"id": it.ID, "kind": it.Kind, "text": it.Text, "asked": it.Asked, "handoff": it.Handoff})})
+		tx.Emit(Event{Kind: EvInboxOpened, Task: it.Task, Session: it.Session, Data: jsonData(data)})
 		return nil
 	})
 	return p
