@@ -106,8 +106,17 @@ agent = "sh agents/ctl-handoff.sh"
 	}
 
 	// A session can act only as itself, and a one-shot session cannot publish early.
-	if imp := headFile(t, dir, "out/a-impersonate.txt"); !strings.Contains(imp, `"ok":false`) || !strings.Contains(imp, `unknown field \"session\"`) {
-		t.Errorf("a request naming another session was not refused: %s", imp)
+	imp := strings.Split(strings.TrimSpace(headFile(t, dir, "out/a-impersonate.txt")), "\n")
+	for _, line := range imp {
+		if !strings.Contains(line, `"ok":false`) || !strings.Contains(line, `unknown field \"session\"`) {
+			t.Errorf("a request naming another session was not refused: %s", line)
+		}
+	}
+	if len(imp) != 3 {
+		t.Errorf("want 3 refused impersonations (intent, lease, publish), got %q", imp)
+	}
+	if steal := headFile(t, dir, "out/b-steal.txt"); !strings.Contains(steal, "held by session a-1") || !strings.Contains(steal, "exit 1") {
+		t.Errorf("b took a's lease name: %q", steal)
 	}
 	if pub := headFile(t, dir, "out/a-publish.txt"); !strings.Contains(pub, "one-shot") || !strings.Contains(pub, "exit 1") {
 		t.Errorf("ctl publish from a one-shot session: %q", pub)

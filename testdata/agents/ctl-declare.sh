@@ -16,12 +16,15 @@ if [ "$CORRAL_TASK" = a ]; then
   corral ctl publish 2> out/a-publish.txt || echo "exit $?" >> out/a-publish.txt
   python3 - > out/a-impersonate.txt <<'PY'
 import json, os, socket
-s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["CORRAL_CTL"])
-s.sendall(json.dumps({"verb": "intent", "args": ["add", "x/**"], "session": "b-1"}).encode() + b"\n")
-print(s.recv(65536).decode())
+for req in ({"verb": "intent", "args": ["add", "x/**"]}, {"verb": "lease", "args": ["port", "7005"]}, {"verb": "publish"}):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["CORRAL_CTL"])
+    s.sendall(json.dumps(dict(req, session="b-1")).encode() + b"\n")
+    print(s.recv(65536).decode().strip())
+    s.close()
 PY
   corral ctl lease port "$PORT2" --name a-read >/dev/null
 else
+  corral ctl lease port 7009 --name a-declared 2> out/b-steal.txt || echo "exit $?" >> out/b-steal.txt
   corral ctl wait lease a-read --timeout 60s >/dev/null
 fi
