@@ -240,3 +240,12 @@ func (s *Supervisor) CtlSocket(session string) (path string, pid int, ok bool) {
 	})
 	return path, pid, ok
 }
+
+// reapCtl removes the control directories a dead supervisor of this fleet left (its
+// sockets answer no one). It runs at start, before any session of this run exists.
+func (s *Supervisor) reapCtl() {
+	dirs, _ := filepath.Glob(filepath.Join(s.ctlBase(), sandbox.FleetKey(s.repo)+"-*"))
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
+}

@@ -36,6 +36,7 @@ func (s *Supervisor) recover() error {
 			interrupted = append(interrupted, ss)
 		}
 	}
+	s.reapCtl()
 	rep, err := sandbox.Reap(s.repo, func(string) bool { return false })
 	if err != nil {
 		s.log.Warn("reap", "err", err)
