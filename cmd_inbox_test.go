@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +81,13 @@ agent = "sh agents/ask-ctl.sh"
 	if q.Kind != supervisor.InboxNeedsInput || !q.Asked || q.Text != "Which colour should the button be?" {
 		t.Errorf("asked item: %+v", q)
 	}
-	if err := fl.sv.AnswerInbox(q.ID, "teal"); err != nil {
-		t.Fatal(err)
+	// Another terminal lists it and answers it through the fleet's records.
+	code, out, errOut := runMain("inbox", "--repo", dir, "--json")
+	if code != 0 || !strings.Contains(out, "Which colour should the button be?") {
+		t.Errorf("corral inbox: exit %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runMain("answer", "--repo", dir, strconv.FormatInt(q.ID, 10), "teal"); code != 0 {
+		t.Fatalf("corral answer: exit %d %s %s", code, out, errOut)
 	}
 	waitTaskState(t, fl, "asker", supervisor.TaskDone)
 	if got := headFile(t, dir, "colour.txt"); got != "teal\n" {
@@ -91,5 +97,8 @@ agent = "sh agents/ask-ctl.sh"
 		if it.State == supervisor.InboxOpen {
 			t.Errorf("item still open after its answer: %+v", it)
 		}
+	}
+	if code, _, errOut := runMain("answer", "--repo", dir, strconv.FormatInt(q.ID, 10), "again"); code != exitBadInput || !strings.Contains(errOut, "answered") {
+		t.Errorf("answering a closed item: exit %d %s", code, errOut)
 	}
 }

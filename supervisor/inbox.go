@@ -46,6 +46,7 @@ type InboxItem struct {
 	Handoff string    `json:"handoff,omitempty"`
 	State   string    `json:"state"`
 	Answer  string    `json:"answer,omitempty"`
+	Pending string    `json:"pending,omitempty"` // an answer another process recorded, not yet delivered
 	Created time.Time `json:"created"`
 	Closed  time.Time `json:"closed,omitzero"`
 }
@@ -65,23 +66,33 @@ func (s *Supervisor) Inbox() []InboxItem {
 	return append(open, rest...)
 }
 
-// openInbox adds an item and makes it public as an event. It runs on the loop.
+// openInbox records an item and makes it public as an event. It runs on the loop.
 func (s *Supervisor) openInbox(it InboxItem) *InboxItem {
-	s.inboxSeq++
-	it.ID, it.State, it.Created = s.inboxSeq, InboxOpen, s.now()
-	p := &it
-	s.inboxItems = append(s.inboxItems, p)
-	data := map[string]any{"id": it.ID, "kind": it.Kind, "text": it.Text}
-	if it.Asked {
-		data["asked"] = true
-	}
-	if it.Handoff != "" {
-		data["handoff"] = it.Handoff
-	}
-	s.commit(func(tx Tx) error {
+	it.State, it.Created = InboxOpen, s.now()
+	_, err := s.commit(func(tx Tx) error {
+		id, err := tx.AddInboxItem(it)
+		if err != nil {
+			return err
+		}
+		it.ID = id
+		data := map[string]any{"id": it.ID, "kind": it.Kind, "text": it.Text}
+		if it.Asked {
+			data["asked"] = true
+		}
+		if it.Handoff != "" {
+			data["handoff"] = it.Handoff
+		}
 		tx.Emit(Event{Kind: EvInboxOpened, Task: it.Task, Session: it.Session, Data: jsonData(data)})
 		return nil
 	})
+	if err != nil {
+		// Kept in memory all the same, so the human still sees it this run.
+		s.log.Error("record inbox item", "session", it.Session, "err", err)
+		s.inboxSeq--
+		it.ID = s.inboxSeq
+	}
+	p := &it
+	s.inboxItems = append(s.inboxItems, p)
 	return p
 }
 
@@ -163,11 +174,95 @@ func (s *Supervisor) closeInbox(it *InboxItem, state, answer string) {
 	if state == InboxAnswered {
 		kind = EvInboxAnswered
 	}
-	s.commit(func(tx Tx) error {
+	it.Pending = ""
+	_, err := s.commit(func(tx Tx) error {
+		if it.ID > 0 {
+			if err := tx.PutInboxItem(*it); err != nil {
+				return err
+			}
+		}
 		tx.Emit(Event{Kind: kind, Task: it.Task, Session: it.Session, Data: jsonData(map[string]any{
 			"id": it.ID, "kind": it.Kind, "state": state})})
 		return nil
 	})
+	if err != nil {
+		s.log.Error("record inbox item", "id", it.ID, "err", err)
+	}
+}
+
+// RecordAnswer stores an answer to an open item for the fleet's running supervisor to
+// deliver (`corral answer` from another process), the way decisions on escalated
+// publishes are recorded; the supervisor picks it up within a second.
+func RecordAnswer(st Store, id int64, answer string) error {
+	_, err := st.Update(func(tx Tx) error {
+		items, err := tx.InboxItems(false)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if it.ID != id {
+				continue
+			}
+			if it.State != InboxOpen {
+				return fmt.Errorf("inbox item %d is %s: %w", id, it.State, ErrNotApplicable)
+			}
+			it.Pending = answer
+			return tx.PutInboxItem(it)
+		}
+		return fmt.Errorf("inbox item %d: %w", id, ErrNotFound)
+	})
+	return err
+}
+
+// adoptAnswers delivers answers another process recorded. It runs on the loop about
+// once a second, and reads the store only while some item is open.
+func (s *Supervisor) adoptAnswers() {
+	open := false
+	for _, it := range s.inboxItems {
+		open = open || it.State == InboxOpen
+	}
+	if !open {
+		return
+	}
+	var stored []InboxItem
+	if err := s.store.View(func(r Reader) error {
+		var err error
+		stored, err = r.InboxItems(true)
+		return err
+	}); err != nil {
+		return
+	}
+	for _, st := range stored {
+		if st.Pending == "" {
+			continue
+		}
+		if err := s.answerInbox(st.ID, st.Pending); err != nil {
+			s.log.Error("deliver recorded answer", "id", st.ID, "err", err)
+		}
+	}
+}
+
+// loadInbox picks up, at start, the items a previous supervisor left open: a proposed
+// handoff still waits; anything else belonged to a session that died with it.
+func (s *Supervisor) loadInbox() error {
+	var open []InboxItem
+	if err := s.store.View(func(r Reader) error {
+		var err error
+		open, err = r.InboxItems(true)
+		return err
+	}); err != nil {
+		return err
+	}
+	for i := range open {
+		it := open[i]
+		p := &it
+		s.inboxItems = append(s.inboxItems, p)
+		if t := s.tasks[it.Handoff]; it.Kind == InboxHandoff && t != nil && t.State == TaskInbox {
+			continue
+		}
+		s.closeInbox(p, InboxResolved, "")
+	}
+	return nil
 }
 
 // closeSessionInbox closes what a session left open when it ends.

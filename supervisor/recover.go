@@ -37,6 +37,9 @@ func (s *Supervisor) recover() error {
 		}
 	}
 	s.reapCtl()
+	if err := s.loadInbox(); err != nil {
+		return fmt.Errorf("supervisor: load inbox: %w", err)
+	}
 	rep, err := sandbox.Reap(s.repo, func(string) bool { return false })
 	if err != nil {
 		s.log.Warn("reap", "err", err)
