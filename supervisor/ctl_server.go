@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -146,15 +147,18 @@ func (c *ctlServer) handle(conn net.Conn) {
 		}
 		json.NewEncoder(conn).Encode(resp)
 	}
+	// The request is read before the caller is checked, so a refused caller reads
+	// its refusal instead of a broken pipe.
+	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, 1<<20)))
+	dec.DisallowUnknownFields()
+	var req CtlRequest
+	decErr := dec.Decode(&req)
 	if err := c.checkPeer(conn.(*net.UnixConn)); err != nil {
 		reply(nil, err)
 		return
 	}
-	dec := json.NewDecoder(bufio.NewReader(conn))
-	dec.DisallowUnknownFields()
-	var req CtlRequest
-	if err := dec.Decode(&req); err != nil {
-		reply(nil, fmt.Errorf("bad request: %w", err))
+	if decErr != nil {
+		reply(nil, fmt.Errorf("bad request: %w", decErr))
 		return
 	}
 	// The client sends nothing after its request: a read returning means it left,
