@@ -5,6 +5,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestMergeEnv(t *testing.T) {
@@ -18,6 +20,7 @@ func TestMergeEnv(t *testing.T) {
 // namespace; sessions use their sandbox's) to the target and back.
 func TestRelay(t *testing.T) {
 	requireRoot(t) // setns, even into one's own namespace, needs CAP_SYS_ADMIN
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
