@@ -151,8 +151,29 @@ func TestMCPRoundTrip(t *testing.T) {
 	if isErr || !strings.Contains(text, `"state":"open"`) {
 		t.Errorf("ask: error %v, %s", isErr, text)
 	}
-	if items := fl.sv.Inbox(); len(items) != 1 || items[0].Text != "which port?" || items[0].Session != session {
+	if items := fl.sv.Inbox(); len(items) != 1 || items[0].Text != "which port?" || items[0].Session != session || items[0].ID == 0 {
 		t.Errorf("inbox after ask: %+v", items)
+	}
+
+	// Handoffs wait in the inbox (the default policy): y queues one, anything else
+	// discards it.
+	for _, c := range []struct {
+		task, answer string
+		want         supervisor.TaskState
+	}{{"next", "y", supervisor.TaskQueued}, {"other", "no thanks", supervisor.TaskDiscarded}} {
+		text, isErr = call("handoff", map[string]any{"task": c.task, "prompt": "carry on"})
+		var h supervisor.HandoffResult
+		if isErr || json.Unmarshal([]byte(text), &h) != nil || h.Task.State != supervisor.TaskInbox || h.Inbox == 0 {
+			t.Fatalf("handoff %s: error %v, %s", c.task, isErr, text)
+		}
+		if err := fl.sv.AnswerInbox(h.Inbox, c.answer); err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range fl.sv.State().Tasks {
+			if tk.ID == c.task && tk.State != c.want {
+				t.Errorf("handoff %s answered %q: %s, want %s", c.task, c.answer, tk.State, c.want)
+			}
+		}
 	}
 
 	// The host is not the session: its own process is refused by the socket.
