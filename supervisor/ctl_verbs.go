@@ -492,11 +492,15 @@ func (s *Supervisor) ctlWait(session string, args []string, flags map[string]str
 	case "head":
 		from := head
 		if v := flags["from"]; v != "" {
-			from = v
+			out, err := s.repo.Git("rev-parse", "--verify", "--quiet", v+"^{commit}")
+			if err != nil {
+				return WaitResult{}, fmt.Errorf("wait head --from %q: not a commit of the repository", v)
+			}
+			from = strings.TrimSpace(out)
 		}
 		check := func() (WaitResult, bool) {
 			h := s.Fleet().Head
-			if h != from && !strings.HasPrefix(h, from) {
+			if h != from {
 				return WaitResult{What: what, Head: h, Behind: s.behind(base, h)}, true
 			}
 			return WaitResult{}, false
