@@ -265,6 +265,16 @@ func (s *Supervisor) loadInbox() error {
 	return nil
 }
 
+// settleHandoff closes a proposed task's inbox item once the task left the inbox by
+// another way (retried or discarded by hand). It runs on the loop.
+func (s *Supervisor) settleHandoff(task string) {
+	for _, it := range s.inboxItems {
+		if it.Kind == InboxHandoff && it.Handoff == task && it.State == InboxOpen {
+			s.closeInbox(it, InboxResolved, "")
+		}
+	}
+}
+
 // closeSessionInbox closes what a session left open when it ends.
 func (s *Supervisor) closeSessionInbox(session string) {
 	for _, it := range s.inboxItems {
