@@ -134,10 +134,14 @@ func openFleet(planPath string, interactive, fresh bool) (*fleet, error) {
 		db.Close()
 		return nil, err
 	}
-	sv, err := supervisor.New(supervisor.Config{
+	self, _ := os.Executable() // shown inside every sandbox for `corral ctl` and `corral mcp`
+	cfg := supervisor.Config{
 		Repo: repo, Store: db, Fleet: plan.Fleet, ResumeInterrupted: !interactive, Gateway: plan.Gateway,
-		Log: slog.New(slog.NewTextHandler(logFile, nil)),
-	})
+		Log:       slog.New(slog.NewTextHandler(logFile, nil)),
+		CtlBinary: self,
+	}
+	plan.Workspace.Apply(&cfg)
+	sv, err := supervisor.New(cfg)
 	if err != nil {
 		db.Close()
 		logFile.Close()

@@ -19,8 +19,9 @@ func TestMain(m *testing.M) {
 		sandbox.InitMain()
 		return
 	}
-	// Tests that must kill a whole corral process run this binary as corral.
-	if os.Getenv("CORRAL_TEST_MAIN") == "1" {
+	// Tests that must kill a whole corral process run this binary as corral; inside a
+	// sandbox it is bound at /.corral/bin/corral and agents call it by that name.
+	if os.Getenv("CORRAL_TEST_MAIN") == "1" || filepath.Base(os.Args[0]) == "corral" {
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

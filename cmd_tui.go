@@ -268,6 +268,8 @@ func (b *tuiBackend) Act(a tui.Action) (string, error) {
 		err = sv.Deny(a.Publish, a.Reason)
 	case tui.VerbAdd:
 		err = sv.AddTasks(supervisor.Task{ID: a.Task, Prompt: a.Reason, Agent: b.fl.defaultAgent, Retries: 1})
+	case tui.VerbAnswer:
+		err = sv.AnswerInbox(a.Item, a.Reason)
 	default:
 		return "", fmt.Errorf("unknown action %q", a.Verb)
 	}
@@ -436,5 +438,6 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			snap.Inbox = append(snap.Inbox, tui.InboxItem{Task: t.ID, What: "interrupted: p resumes it over its kept layer"})
 		}
 	}
+	snap.Inbox = withAgentInbox(snap.Inbox, b.fl.sv.Inbox())
 	return snap, nil
 }

@@ -53,6 +53,10 @@ func commands() []command {
 		{"publish", "list publishes, show one with its held diff: publish ls | publish show ID", runPublish},
 		{"approve", "land an escalated publish: approve ID", runApprove},
 		{"deny", "turn an escalated publish down: deny ID --why REASON", runDeny},
+		{"inbox", "list agents waiting on a human: inbox [--all] [--json]", runInbox},
+		{"answer", "answer an agent's inbox item: answer ID TEXT…", runAnswer},
+		{"ctl", "inside a sandbox: see the board, declare intent, lease ports, publish, hand off: ctl VERB", runCtl},
+		{"mcp", "inside a sandbox: serve the ctl verbs as MCP tools over stdio", runMCP},
 	}
 }
 

@@ -45,19 +45,30 @@ type initConfig struct {
 	Lowers    []string // overlay lower dirs, top first
 	Upper     string
 	Work      string
-	Objects   string // host git object dir, bound read-only at /.corral/objects
-	Binds     []Bind // host paths bound at their own path: toolchains under HOME, extras as asked
-	Home      string // private, writable HOME (tmpfs)
+	Objects   string            // host git object dir, bound read-only at /.corral/objects
+	Binds     []Bind            // host paths bound at their own path: toolchains under HOME, extras as asked
+	Home      string            // private, writable HOME (tmpfs)
+	HomeFiles map[string]string // files written into HOME, owned by the agent (path relative to HOME → content)
 	UID, GID  int
 	Groups    []int
 	Env       []string
 	Argv      []string
 }
 
-// Bind is a host path made visible inside a sandbox at the same path.
+// Bind is a host path made visible inside a sandbox, at the same path unless Target
+// names another (corral's own control socket and binary appear under fixed paths).
 type Bind struct {
 	Path     string `json:"path"`
+	Target   string `json:"target,omitempty"`
 	Writable bool   `json:"writable,omitempty"`
+}
+
+// inside is where the bind appears in the sandbox.
+func (b Bind) inside() string {
+	if b.Target != "" {
+		return b.Target
+	}
+	return b.Path
 }
 
 // IsInit reports whether this process was started as a sandbox init.
@@ -237,6 +248,9 @@ func finishRoot(root string, cfg *initConfig) error {
 	if err := runMounts(root, append(ops, bindOps(cfg.Binds)...)); err != nil {
 		return err
 	}
+	if err := writeHomeFiles(filepath.Join(root, cfg.Home), cfg); err != nil {
+		return err
+	}
 	// git inside refuses a repository owned by another user unless told it is safe.
 	gitconfig := "[safe]\n\tdirectory = *\n[include]\n\tpath = /etc/gitconfig\n"
 	if err := os.WriteFile(filepath.Join(root, "/.corral/gitconfig"), []byte(gitconfig), 0o644); err != nil {
@@ -267,7 +281,16 @@ func bindOps(binds []Bind) []mountOp {
 	ops := make([]mountOp, 0, len(binds))
 	for _, b := range binds {
 		b := b
-		ops = append(ops, mountOp{b.Path, func(d string) error { return bindMount(b.Path, d, b.Writable) }})
+		ops = append(ops, mountOp{b.inside(), func(d string) error {
+			if b.Target != "" {
+				// runMounts made the mountpoint after the target's host path, which
+				// need not exist; it must take the source's kind (a file for a file).
+				if err := retypeMountpoint(b.Path, d); err != nil {
+					return err
+				}
+			}
+			return bindMount(b.Path, d, b.Writable)
+		}})
 	}
 	return ops
 }
@@ -434,7 +457,7 @@ func pivotRoot(root string) error {
 }
 
 // makeMountpoint creates the path to mount on inside the new root, as a file or a
-// directory like its host source. hostPath is the path as seen inside the sandbox.
+// directory like its host source hostPath.
 func makeMountpoint(hostPath, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("init: mountpoint %s: %w", hostPath, err)
@@ -450,6 +473,49 @@ func makeMountpoint(hostPath, dst string) error {
 		return fmt.Errorf("init: mountpoint %s: %w", hostPath, err)
 	}
 	return nil
+}
+
+// writeHomeFiles writes the session's files into its fresh HOME, owned by the agent's
+// user so it may change them (agents rewrite their own configuration).
+func writeHomeFiles(home string, cfg *initConfig) error {
+	if cfg.Home == "" {
+		return nil
+	}
+	for rel, content := range cfg.HomeFiles {
+		clean := filepath.Clean(rel)
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("init: home file %q: must be relative to HOME", rel)
+		}
+		p := filepath.Join(home, clean)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("init: home file %s: %w", rel, err)
+		}
+		for d := filepath.Dir(p); len(d) > len(home); d = filepath.Dir(d) {
+			os.Lchown(d, cfg.UID, cfg.GID) // the directories it made are the agent's too
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			return fmt.Errorf("init: home file %s: %w", rel, err)
+		}
+		if err := os.Lchown(p, cfg.UID, cfg.GID); err != nil {
+			return fmt.Errorf("init: home file %s: %w", rel, err)
+		}
+	}
+	return nil
+}
+
+// retypeMountpoint replaces an empty directory made as a mountpoint by a file when the
+// host path to bind there is a file.
+func retypeMountpoint(hostPath, dst string) error {
+	fi, err := os.Stat(hostPath)
+	if err != nil || fi.IsDir() {
+		return nil
+	}
+	if st, err := os.Lstat(dst); err == nil && st.IsDir() {
+		if err := os.Remove(dst); err != nil {
+			return fmt.Errorf("init: mountpoint %s: %w", dst, err)
+		}
+	}
+	return makeMountpoint(hostPath, dst)
 }
 
 func mountTmpfs(dst, opts string) error {

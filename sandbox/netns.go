@@ -124,6 +124,25 @@ func (f *PortForwarder) Expose(inside int, hostPort int) (Endpoint, error) {
 	return ep, nil
 }
 
+// Unexpose stops listening for a port exposed before; connections already forwarded
+// go on until either side closes them.
+func (f *PortForwarder) Unexpose(inside int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ln, ok := f.listeners[inside]
+	if !ok {
+		return fmt.Errorf("unexpose port %d: not exposed", inside)
+	}
+	delete(f.listeners, inside)
+	for i, ep := range f.endpoints {
+		if ep.Inside == inside {
+			f.endpoints = append(f.endpoints[:i], f.endpoints[i+1:]...)
+			break
+		}
+	}
+	return ln.Close()
+}
+
 // Endpoints returns the exposed ports in the order they were exposed.
 func (f *PortForwarder) Endpoints() []Endpoint {
 	f.mu.Lock()

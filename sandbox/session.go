@@ -68,17 +68,20 @@ type SessionConfig struct {
 	Repo     Repo      // the repository; the workspace appears at Repo.WorkTree
 	Snapshot *Snapshot // the base revision's snapshot
 	Command  []string  // argv of the agent
-	Env      []string  // extra environment (CORRAL_TASK, CORRAL_PROMPT, ...)
+	Env      []string  // extra environment (CORRAL_TASK, CORRAL_PROMPT, ...); a key given here replaces the default's (PATH)
 	Ports    []Port
 	Network  Network // NetPrivate by default
 	Limits   Limits
 	EnvFiles []string // work-tree paths (gitignored files: .env, node_modules) visible read-only, never captured
 	Binds    []Bind   // extra host paths, read-only unless Writable
-	User     *User    // nil: the invoking user (SUDO_UID under sudo), else the current one
-	Cols     int
-	Rows     int
-	RingSize int       // bytes of output kept for live panes
-	Pool     *InitPool // spare inits to start from; nil starts one cold
+	// HomeFiles are written into the agent's private HOME before it starts (path
+	// relative to HOME → content), e.g. the agent's MCP configuration.
+	HomeFiles map[string]string
+	User      *User // nil: the invoking user (SUDO_UID under sudo), else the current one
+	Cols      int
+	Rows      int
+	RingSize  int       // bytes of output kept for live panes
+	Pool      *InitPool // spare inits to start from; nil starts one cold
 	// Services are host-side servers the agent reaches on its own loopback (the model
 	// gateway); see Service.
 	Services []Service
@@ -474,6 +477,7 @@ func (s *Session) initConfig(env []string) (initConfig, error) {
 		Objects:   filepath.Join(cfg.Repo.GitDir, "objects"),
 		Binds:     binds,
 		Home:      u.Home,
+		HomeFiles: cfg.HomeFiles,
 		UID:       u.UID, GID: u.GID, Groups: u.Groups,
 		Env:  env,
 		Argv: argv,
@@ -513,7 +517,27 @@ func (s *Session) agentEnv() ([]string, []Endpoint, error) {
 			ends = append(ends, Endpoint{Inside: p.Inside, Host: "127.0.0.1:" + strconv.Itoa(host)})
 		}
 	}
-	return append(env, cfg.Env...), ends, nil
+	return mergeEnv(env, cfg.Env), ends, nil
+}
+
+// mergeEnv appends extra to env, an extra KEY=… replacing env's entry for KEY in place,
+// so the agent (and the init's own PATH lookup) sees one value per key.
+func mergeEnv(env, extra []string) []string {
+	at := map[string]int{}
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		at[k] = i
+	}
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := at[k]; ok {
+			env[i] = kv
+			continue
+		}
+		at[k] = len(env)
+		env = append(env, kv)
+	}
+	return env
 }
 
 func envOr(key, def string) string {
@@ -693,8 +717,11 @@ func (s *Session) kill() {
 
 // cleanupProcess releases what the running sandbox held on the host side.
 func (s *Session) cleanupProcess() {
-	if s.fwd != nil {
-		s.fwd.Close()
+	s.mu.Lock()
+	fwd := s.fwd
+	s.mu.Unlock()
+	if fwd != nil {
+		fwd.Close()
 	}
 	for _, ln := range s.svcs {
 		ln.Close()

@@ -84,6 +84,9 @@ func checkSession(cfg *SessionConfig) error {
 		if !filepath.IsAbs(b.Path) {
 			return fmt.Errorf("session %s: bind %q: must be an absolute host path", cfg.ID, b.Path)
 		}
+		if b.Target != "" && (!filepath.IsAbs(b.Target) || filepath.Clean(b.Target) == "/") {
+			return fmt.Errorf("session %s: bind %s: target %q must be an absolute path below /", cfg.ID, b.Path, b.Target)
+		}
 		if _, err := os.Stat(b.Path); err != nil {
 			return fmt.Errorf("session %s: bind %s: %w", cfg.ID, b.Path, err)
 		}

@@ -185,6 +185,7 @@ func (s *Supervisor) Discard(task string) error {
 		}
 		t.State, t.Reason = TaskDiscarded, "discarded by the user"
 		s.saveTask(t, Event{Kind: EvTaskDiscarded, Task: task})
+		s.settleHandoff(task)
 	})
 	s.kick()
 	return err
@@ -235,6 +236,7 @@ func (s *Supervisor) Retry(task string) error {
 			t.Retries = t.Attempts // one more attempt than it has had
 		}
 		s.saveTask(t, Event{Kind: EvTaskRetrying, Task: task, Data: jsonData(map[string]any{"reason": t.Reason, "attempt": t.Attempts + 1})})
+		s.settleHandoff(task)
 	})
 	s.kick()
 	return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"text/template"
@@ -117,16 +118,34 @@ func (s *Supervisor) launch(t *Task, l launch) error {
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
 	}
-	sb, err := sandbox.StartSession(cfg)
+	// The workspace protocol: the session's own control socket, and corral itself.
+	user, err := sandbox.InvokingUser()
 	if err != nil {
 		return err
 	}
+	ctl, err := s.openCtl(id, user)
+	if err != nil {
+		return err
+	}
+	cfg.User = user
+	cfg.Binds = append(cfg.Binds, ctl.binds(s.cfg.CtlBinary)...)
+	cfg.Env = append(cfg.Env, ctl.env(s.cfg.CtlBinary)...)
+	if s.cfg.CtlBinary != "" {
+		cfg.HomeFiles = ctlHomeFiles()
+		cfg.Env = append(cfg.Env, "CORRAL_MCP_CONFIG="+path.Join(user.Home, CtlMCPConfigInside))
+	}
+	sb, err := sandbox.StartSession(cfg)
+	if err != nil {
+		ctl.close()
+		return err
+	}
+	ctl.serve(sb.Pid())
 	rec := Session{
 		ID: id, Task: t.ID, Attempt: t.Attempts, Base: base, State: SessionRunning, Pid: sb.Pid(),
 		Layer: sb.Upper(), Recording: sb.RecordingPath(), Started: launched,
 	}
 	rec.Resumes = l.follows
-	ls := &liveSession{rec: rec, sb: sb, lastAt: s.now()}
+	ls := &liveSession{rec: rec, sb: sb, lastAt: s.now(), ctl: ctl}
 	s.sessions[id] = ls
 	t.State, t.Reason = TaskRunning, ""
 	_, err = s.commit(func(tx Tx) error {
@@ -154,6 +173,7 @@ func (s *Supervisor) launch(t *Task, l launch) error {
 		s.log.Error("record session start", "session", id, "err", err)
 	}
 	s.watch(ls)
+	s.watchQuiet(ls)
 	return nil
 }
 
@@ -216,6 +236,11 @@ func (s *Supervisor) onExit(ls *liveSession, st sandbox.ExitStatus) {
 // publishSession captures the session's changeset and hands it to the publisher; the
 // outcome comes back to the loop. final: the session ends with it (one-shot exit).
 func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
+	s.publishSessionMsg(ls, code, final, "")
+}
+
+// publishSessionMsg is publishSession with the commit's subject given (ctl publish).
+func (s *Supervisor) publishSessionMsg(ls *liveSession, code int, final bool, message string) {
 	t := s.tasks[ls.rec.Task]
 	cs, err := ls.sb.Capture()
 	if err != nil {
@@ -227,7 +252,7 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 	}
 	t.State = TaskPublishing
 	s.saveTask(t, Event{Kind: EvPublishQueued, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]int{"paths": len(cs)})})
-	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules()}
+	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules(), Message: message}
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
@@ -348,6 +373,7 @@ func (s *Supervisor) endSession(ls *liveSession, keepLayer bool, state SessionSt
 // finishSession records a session's end and releases its leases.
 func (s *Supervisor) finishSession(ls *liveSession, state SessionState, code *int) {
 	os.Remove(s.conflictView(ls.rec.ID))
+	s.closeProtocol(ls)
 	ls.rec.State, ls.rec.ExitCode, ls.rec.Ended, ls.rec.Pid = state, code, s.now(), 0
 	_, err := s.commit(func(tx Tx) error {
 		for _, lid := range ls.leases {

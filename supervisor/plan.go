@@ -25,6 +25,8 @@ type Plan struct {
 	Policies []policies.PathRule `json:"policies,omitempty"`
 	// Gateway is the plan's [gateway]; nil when it has none.
 	Gateway *GatewayPlan `json:"gateway,omitempty"`
+	// Workspace holds the [fleet] keys of the workspace protocol (ctl*.go).
+	Workspace PlanWorkspace `json:"workspace"`
 
 	defaults *planTask      // [defaults], kept for tasks added later (ParseTaskAdd)
 	lines    map[string]int // field → line, for messages about the plan after the check
@@ -111,6 +113,7 @@ func ParsePlanBytes(name string, data []byte, opts ...PlanOption) (*Plan, error)
 	}
 	d.checkTopKeys(false)
 	fleet := d.decodeFleet(cfg)
+	ws := d.decodeWorkspace()
 	defaults := d.decodeDefaults()
 	tasks := d.decodeTasks(defaults)
 	pols := d.decodePolicies()
@@ -128,7 +131,7 @@ func ParsePlanBytes(name string, data []byte, opts ...PlanOption) (*Plan, error)
 	if abs, err := filepath.Abs(name); err == nil {
 		fleet.Plan = abs
 	}
-	return &Plan{Path: name, Dir: dir, Fleet: fleet, Tasks: planPlainTasks(tasks), Policies: pols, Gateway: gw, defaults: defaults, lines: d.lines}, nil
+	return &Plan{Path: name, Dir: dir, Fleet: fleet, Tasks: planPlainTasks(tasks), Policies: pols, Gateway: gw, Workspace: ws, defaults: defaults, lines: d.lines}, nil
 }
 
 // ParseTaskAdd checks [[task]] tables being added to plan's running fleet (`corral

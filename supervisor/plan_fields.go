@@ -16,7 +16,8 @@ import (
 // a misspelt `memroy` would otherwise run the task without its limit.
 var (
 	planTopKeys   = []string{"fleet", "defaults", "task", "policy", "gateway"}
-	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap"}
+	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap",
+		"handoffs", "needs_input_after"}
 	// planAliases point words users bring from other tools at ours.
 	planAliases = map[string]string{
 		"tasks": "task", "default": "defaults",

@@ -44,6 +44,9 @@ type PublishRequest struct {
 	// Rules are the fleet's own path rules (the plan's [[policy]]), tried before the
 	// publisher's.
 	Rules []policies.PathRule
+	// Message, when set, is the commit's subject instead of the task's prompt (an
+	// agent's `corral ctl publish --message`).
+	Message string
 }
 
 // PublishResult is what a publish did.

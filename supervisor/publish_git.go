@@ -223,8 +223,12 @@ func (g *GitPublisher) commit(req PublishRequest, head string, ours []oursEntry,
 	if tree == headTree {
 		return "", true, nil
 	}
+	subject := firstLine(req.Task.Prompt)
+	if req.Message != "" {
+		subject = firstLine(req.Message)
+	}
 	msg := fmt.Sprintf("%s: %s\n\nCorral-Task: %s\nCorral-Session: %s\nCorral-Base: %s\nCorral-Outcome: %s\n",
-		req.Task.ID, firstLine(req.Task.Prompt), req.Task.ID, req.Session.ID, req.Session.Base, outcome)
+		req.Task.ID, subject, req.Task.ID, req.Session.ID, req.Session.Base, outcome)
 	commit, err := g.writeCommit(req.Task.ID, tree, head, msg)
 	return commit, false, err
 }

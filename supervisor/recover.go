@@ -36,6 +36,10 @@ func (s *Supervisor) recover() error {
 			interrupted = append(interrupted, ss)
 		}
 	}
+	s.reapCtl()
+	if err := s.loadInbox(); err != nil {
+		return fmt.Errorf("supervisor: load inbox: %w", err)
+	}
 	rep, err := sandbox.Reap(s.repo, func(string) bool { return false })
 	if err != nil {
 		s.log.Warn("reap", "err", err)

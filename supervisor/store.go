@@ -49,6 +49,8 @@ type Reader interface {
 	Intents() (map[string][]string, error)
 	// Events returns up to limit events with Seq > after, in order.
 	Events(after int64, limit int) ([]Event, error)
+	// InboxItems returns agents' inbox items by id; open only those still open.
+	InboxItems(open bool) ([]InboxItem, error)
 }
 
 // Tx is a write transaction. Put* insert or replace by id; Add* insert and return the
@@ -67,5 +69,7 @@ type Tx interface {
 	AddConflicts(...Conflict) error
 	AddApproval(Approval) (int64, error)
 	AddModelCalls(...ModelCall) error
+	AddInboxItem(InboxItem) (int64, error)
+	PutInboxItem(InboxItem) error
 	Emit(Event)
 }

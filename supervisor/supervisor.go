@@ -34,6 +34,18 @@ type Config struct {
 	// ResumeInterrupted resumes, at start, tasks whose sessions a dead supervisor left
 	// (headless runs do; the TUI leaves them to the user).
 	ResumeInterrupted bool
+
+	// The workspace protocol (ctl*.go). CtlBinary is the corral binary shown read-only
+	// inside every sandbox for `corral ctl` and `corral mcp` ("" shows none; the socket
+	// is there regardless). CtlDir holds the per-session sockets (default /run/corral
+	// as root). Handoffs says what a proposed follow-up task does: HandoffInbox (the
+	// default) waits for a human, HandoffAdmit queues it at once.
+	CtlBinary string
+	CtlDir    string
+	Handoffs  string
+	// NeedsInputAfter is how long a session's terminal must stay quiet, its last line
+	// looking like a prompt, before it becomes an inbox item (default 10s; <0 never).
+	NeedsInputAfter time.Duration
 }
 
 // Supervisor runs a fleet: it admits tasks into sandboxed sessions, follows their
@@ -59,6 +71,11 @@ type Supervisor struct {
 	admitDue   time.Duration // when a staged launch is next due, 0 if none waits
 	baseFiles  []string      // file list of the fleet's base, for intent overlap checks
 	verdicts   map[string]string
+	inboxItems []*InboxItem // open and decided inbox items of this run (inbox.go)
+	inboxSeq   int64
+	asks       map[int64]chan string // answers awaited by `ctl ask` calls, by item
+	behindMu   sync.Mutex
+	behindMemo map[[2]string]int // commits head is ahead of a base, by (base, head)
 
 	// The model gateway, what it metered, and the quota (gateway.go, quota.go).
 	gw           *gateway.Gateway
@@ -89,6 +106,11 @@ type liveSession struct {
 	leases  []int64
 	// budgetWaived: the user resumed the session past its task's budget.
 	budgetWaived bool
+
+	ctl     *ctlServer                // the session's end of the workspace protocol
+	exposed map[int]bool              // ports exposed by `ctl lease` after the start
+	relays  map[string]*sandbox.Relay // other sessions' services reachable inside, by lease name
+	quiet   chan struct{}             // closed to stop the needs-input watcher
 }
 
 // New opens the fleet: it creates its head branch and records if they do not exist,
@@ -118,6 +140,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg: cfg, store: cfg.Store, repo: cfg.Repo, snaps: snaps, hub: newHub(), log: cfg.Log, now: cfg.Now,
 		tasks: map[string]*Task{}, sessions: map[string]*liveSession{}, verdicts: map[string]string{},
 		sessionTask: map[string]string{}, spendTask: map[string]Spend{}, spendSession: map[string]Spend{},
+		asks: map[int64]chan string{}, behindMemo: map[[2]string]int{},
 		inbox: make(chan func()), wake: make(chan struct{}, 1), closed: make(chan struct{}),
 	}
 	if err := s.openFleet(); err != nil {

@@ -6,6 +6,7 @@ import "sort"
 // transaction; a new OOM kill becomes an event. It runs on the loop about once a second.
 func (s *Supervisor) sampleUsage() {
 	s.adoptAddedTasks()
+	s.adoptAnswers()
 	if len(s.sessions) == 0 {
 		return
 	}

@@ -17,6 +17,7 @@ const (
 	dlgAdd
 	dlgDeny
 	dlgQuit
+	dlgAnswer
 )
 
 // dialog is the one thing on top of the panes that takes the keys: a confirmation, a
@@ -111,6 +112,8 @@ func (m *Model) onActionKey(msg tea.KeyPressMsg) (tea.Cmd, bool) {
 		d.action = Action{Verb: VerbDeny, Task: item.Task, Publish: item.Publish}
 		m.dialog = d
 		return nil, true
+	case key.Matches(msg, k.Answer):
+		return m.startAnswer(), true
 	case key.Matches(msg, k.Attach):
 		if m.focus != 0 && m.focus != 1 {
 			return nil, false // enter expands rows in the side panes
@@ -194,7 +197,7 @@ func (m *Model) onDialogKey(msg tea.KeyPressMsg) tea.Cmd {
 				return nil
 			}
 			return actCmd(m.backend, Action{Verb: VerbAdd, Task: id, Reason: strings.TrimSpace(prompt)})
-		case dlgDeny:
+		case dlgDeny, dlgAnswer:
 			a := d.action
 			a.Reason = val
 			return actCmd(m.backend, a)

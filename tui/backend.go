@@ -46,6 +46,7 @@ const (
 	VerbApprove Verb = "approve"
 	VerbDeny    Verb = "deny"
 	VerbAdd     Verb = "add task"
+	VerbAnswer  Verb = "answer" // an agent's inbox item (answer.go)
 )
 
 // Action is one user action on a task or a publish.
@@ -53,7 +54,8 @@ type Action struct {
 	Verb    Verb
 	Task    string
 	Publish int64
-	Reason  string // deny's reason; add's prompt
+	Reason  string // deny's reason; add's prompt; an answer's text
+	Item    int64  // the agent inbox item an answer is for
 }
 
 // Snapshot is the fleet as the panes show it.
@@ -160,6 +162,12 @@ type InboxItem struct {
 	What    string
 	Paths   []string
 	Diff    []string // an escalated publish's diff against its base, a few dozen lines at most
+	// An agent waiting on a human (a prompt noticed on its terminal, or `corral ctl
+	// ask`): the item to answer, its kind (needs input, permission, done,
+	// rate-limited, handoff) and the agent's last screen.
+	Item   int64
+	Kind   string
+	Screen []string
 }
 
 // Event is one fleet event, for the timeline.

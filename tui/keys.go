@@ -9,6 +9,7 @@ type KeyMap struct {
 	Rebase                         key.Binding
 	Publish, Approve, Deny, Attach key.Binding
 	Add, Filter, Sort, Theme       key.Binding
+	Answer                         key.Binding
 	Help, Quit, Detach             key.Binding
 }
 
@@ -24,15 +25,16 @@ func DefaultKeyMap() KeyMap {
 		Tab:      b("tab", "next pane", "tab"),
 		ShiftTab: b("shift+tab", "previous pane", "shift+tab"),
 		Pause:    b("p", "pause/resume", "p", "space"),
-		Discard:  b("D", "discard (confirms)", "D"),
-		Kill:     b("X", "kill (confirms)", "X"),
+		Discard:  b("D", "discard…", "D"),
+		Kill:     b("X", "kill…", "X"),
 		Retry:    b("r", "retry", "r"),
 		Publish:  b("P", "publish now", "P"),
-		Rebase:   b("R", "rebase onto head (confirms)", "R"),
+		Rebase:   b("R", "rebase onto head…", "R"),
 		Approve:  b("a", "approve", "a"),
 		Deny:     b("d", "deny…", "d"),
 		Attach:   b("enter", "attach", "enter"),
 		Add:      b("n", "add task…", "n"),
+		Answer:   b("i", "answer…", "i"),
 		Filter:   b("/", "filter", "/"),
 		Sort:     b("s", "sort", "s"),
 		Theme:    b("t", "theme", "t"),
@@ -52,7 +54,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.Tab, k.ShiftTab, k.Filter, k.Sort},
 		{k.Pause, k.Retry, k.Publish, k.Rebase, k.Discard, k.Kill},
-		{k.Approve, k.Deny, k.Attach, k.Detach, k.Add},
+		{k.Approve, k.Deny, k.Answer, k.Attach, k.Detach, k.Add},
 		{k.Theme, k.Help, k.Quit},
 	}
 }

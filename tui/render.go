@@ -45,6 +45,10 @@ func renderInbox(d *viewData, w int) []row {
 		if it.Publish != 0 {
 			mark = "⚑"
 		}
+		if it.Item != 0 {
+			rows = append(rows, agentItemRows(d, it, w)...)
+			continue
+		}
 		rows = append(rows, row{text: st.FState("inbox").Render(mark+" ") + st.F.Text.Render(fit(fmt.Sprintf("%s: %s", it.Task, it.What), w-2)),
 			task: it.Task, publish: it.Publish})
 		for _, p := range it.Paths {

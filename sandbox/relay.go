@@ -1,0 +1,175 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Relay makes an address outside a sandbox reachable from inside it: it listens on
+// 127.0.0.1 in the sandbox's network namespace and, for each connection, dials the
+// target from the host's. This is how one session reaches a service another session
+// leased: the owner's port is exposed on the host (PortForwarder), and the caller gets
+// a relay to that endpoint inside its own namespace, where an empty netns otherwise
+// reaches nothing.
+type Relay struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+}
+
+// NewRelay listens in the namespace at netnsPath on 127.0.0.1:port — or on a free port
+// when port is 0 or already taken there — and forwards to target (an IP:port literal
+// on the host).
+func NewRelay(netnsPath string, port int, target string) (*Relay, error) {
+	ln, err := ListenIn(netnsPath, port)
+	if err != nil && port != 0 && errors.Is(err, syscall.EADDRINUSE) {
+		ln, err = ListenIn(netnsPath, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	r.wg.Add(1)
+	go r.serve()
+	return r, nil
+}
+
+// Addr is the relay's address inside the sandbox, e.g. 127.0.0.1:4173.
+func (r *Relay) Addr() string { return r.ln.Addr().String() }
+
+// Target is the host address the relay forwards to.
+func (r *Relay) Target() string { return r.target }
+
+// Close stops the relay and cuts its connections.
+func (r *Relay) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	err := r.ln.Close()
+	for c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return err
+}
+
+func (r *Relay) serve() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !r.track(c) {
+			continue
+		}
+		r.wg.Add(1)
+		go r.forward(c.(*net.TCPConn))
+	}
+}
+
+func (r *Relay) track(c net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		c.Close()
+		return false
+	}
+	r.conns[c] = struct{}{}
+	return true
+}
+
+func (r *Relay) untrack(c net.Conn) {
+	r.mu.Lock()
+	delete(r.conns, c)
+	r.mu.Unlock()
+	c.Close()
+}
+
+func (r *Relay) forward(in *net.TCPConn) {
+	defer r.wg.Done()
+	defer r.untrack(in)
+	out, err := net.DialTimeout("tcp", r.target, dialTimeout)
+	if err != nil {
+		return // the owner's service is gone: the caller sees the connection close
+	}
+	if !r.track(out) {
+		return
+	}
+	defer r.untrack(out)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pipe(out.(*net.TCPConn), in)
+	}()
+	pipe(in, out.(*net.TCPConn))
+	<-done
+}
+
+// ListenIn opens a TCP listener on 127.0.0.1:port inside the network namespace at
+// netnsPath (0 picks a free port there). As with dialInside, only the socket is made
+// on a thread switched into the namespace; the socket keeps it afterwards.
+func ListenIn(netnsPath string, port int) (net.Listener, error) {
+	ns, err := os.Open(netnsPath)
+	if err != nil {
+		return nil, fmt.Errorf("listen in %s: %w", netnsPath, err)
+	}
+	defer ns.Close()
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, fmt.Errorf("listen in %s: open own netns: %w", netnsPath, err)}
+			return
+		}
+		defer orig.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, fmt.Errorf("listen in %s: setns: %w", netnsPath, err)}
+			return
+		}
+		ln, lerr := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			// Leave the thread locked: it dies with this goroutine.
+			if ln != nil {
+				ln.Close()
+			}
+			ch <- result{nil, fmt.Errorf("listen in %s: setns back to host: %w", netnsPath, err)}
+			return
+		}
+		runtime.UnlockOSThread()
+		if lerr != nil {
+			lerr = fmt.Errorf("listen on port %d in %s: %w", port, netnsPath, lerr)
+		}
+		ch <- result{ln, lerr}
+	}()
+	r := <-ch
+	return r.ln, r.err
+}
