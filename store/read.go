@@ -30,6 +30,7 @@ var (
 	selectPublishes = selectFrom("publishes", publishCols) + " ORDER BY id"
 	selectConflicts = selectFrom("conflicts", conflictCols) + " WHERE publish = ? ORDER BY id"
 	selectApprovals = selectFrom("approvals", approvalCols) + " ORDER BY id"
+	selectLaneRuns  = selectFrom("lane_runs", laneRunCols) + " ORDER BY id"
 	selectEvents    = selectFrom("events", eventCols) + " WHERE seq > ? ORDER BY seq LIMIT ?"
 )
 
@@ -149,6 +150,11 @@ func (r reader) Conflicts(publish int64) ([]supervisor.Conflict, error) {
 // Approvals returns every decision by id.
 func (r reader) Approvals() ([]supervisor.Approval, error) {
 	return list(r.q, "approvals", scanApproval, selectApprovals)
+}
+
+// LaneRuns returns the lane's runs by id.
+func (r reader) LaneRuns() ([]supervisor.LaneRun, error) {
+	return list(r.q, "lane runs", scanLaneRun, selectLaneRuns)
 }
 
 // Intents returns each task's declared globs in declaration order; tasks that declared

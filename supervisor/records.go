@@ -73,6 +73,7 @@ type Fleet struct {
 	Head      string    `json:"head"`     // current head commit
 	Plan      string    `json:"plan"`     // plan file path, "" when added by hand
 	Test      string    `json:"test"`     // integration test command
+	Lane      Lane      `json:"lane"`     // how the integration lane runs Test and steers the fleet
 	Admission Admission `json:"admission"`
 	Created   time.Time `json:"created"`
 }
@@ -90,9 +91,11 @@ type Task struct {
 	Pids     int64     `json:"pids"`
 	Network  string    `json:"network"` // "private" or "host"
 	EnvFiles []string  `json:"env_files"`
-	Priority int       `json:"priority"` // higher starts first
-	After    []string  `json:"after"`    // tasks that must be done first
-	Retries  int       `json:"retries"`  // further attempts after a failed one
+	Priority int       `json:"priority"`          // higher starts first
+	After    []string  `json:"after"`             // tasks that must be done first
+	Retries  int       `json:"retries"`           // further attempts after a failed one
+	Accept   string    `json:"accept,omitempty"`  // acceptance check run in the session before it publishes
+	Repairs  int64     `json:"repairs,omitempty"` // the red lane run this task was opened to repair
 	State    TaskState `json:"state"`
 	Attempts int       `json:"attempts"`
 	Reason   string    `json:"reason,omitempty"` // why it is in its state (e.g. why it cannot be admitted)

@@ -42,6 +42,8 @@ type Reader interface {
 	Publishes() ([]Publish, error)
 	Conflicts(publish int64) ([]Conflict, error)
 	Approvals() ([]Approval, error)
+	// LaneRuns returns the integration lane's runs by id (the order they started).
+	LaneRuns() ([]LaneRun, error)
 	// Intents returns the declared path globs of every task, by task id.
 	Intents() (map[string][]string, error)
 	// Events returns up to limit events with Seq > after, in order.
@@ -63,5 +65,7 @@ type Tx interface {
 	PutPublish(Publish) error
 	AddConflicts(...Conflict) error
 	AddApproval(Approval) (int64, error)
+	AddLaneRun(LaneRun) (int64, error)
+	PutLaneRun(LaneRun) error
 	Emit(Event)
 }
