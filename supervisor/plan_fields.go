@@ -16,7 +16,8 @@ import (
 // a misspelt `memroy` would otherwise run the task without its limit.
 var (
 	planTopKeys   = []string{"fleet", "defaults", "task", "policy"}
-	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap"}
+	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap",
+		"gating", "on_red", "narrow", "test_reruns", "test_parallel", "test_timeout", "test_cpu", "test_memory"}
 	// planAliases point words users bring from other tools at ours.
 	planAliases = map[string]string{
 		"tasks": "task", "default": "defaults",
@@ -25,6 +26,8 @@ var (
 		"paths": "intent", "globs": "intent", "files": "intent", "intents": "intent",
 		"mem": "memory", "cpus": "cpu", "port": "ports", "branch": "head",
 		"concurrency": "max_running", "parallel": "max_running", "max_parallel": "max_running",
+		"test_command": "test", "tests": "test", "gate": "gating", "reruns": "test_reruns", "retest": "test_reruns",
+		"acceptance": "accept", "check": "accept",
 	}
 )
 
@@ -90,6 +93,13 @@ var planTaskFields = []planTaskField{
 			t.Retries = int(n)
 		}
 	}, func(dst, src *Task) { dst.Retries = src.Retries }},
+	{"accept", func(d *planDecoder, f string, v any, t *Task) {
+		if s, ok := d.str(f, v); ok && strings.TrimSpace(s) == "" {
+			d.problem(f, "empty command (leave accept out for no check)")
+		} else {
+			t.Accept = s
+		}
+	}, func(dst, src *Task) { dst.Accept = src.Accept }},
 }
 
 func planTaskKeys() []string {
@@ -271,7 +281,7 @@ func (d *planDecoder) decodeTasks(def *planTask) []*planTask {
 // checkRepo resolves it.
 func (d *planDecoder) decodeFleet(cfg planConfig) Fleet {
 	f := Fleet{
-		Repo: ".", BaseRef: "HEAD", HeadRef: "corral/head",
+		Repo: ".", BaseRef: "HEAD", HeadRef: "corral/head", Lane: DefaultLane(),
 		Admission: Admission{MaxRunning: 4, CPU: cfg.hostCPU, Memory: cfg.planHostMemory, Interval: time.Second, Overlap: "warn"},
 	}
 	v, ok := d.root["fleet"]
@@ -336,6 +346,7 @@ func (d *planDecoder) decodeFleet(cfg planConfig) Fleet {
 			a.Overlap = s
 		}
 	}
+	d.decodeLane(table, &f)
 	return f
 }
 
