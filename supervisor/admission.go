@@ -25,11 +25,12 @@ type laneGate struct {
 	mode   string   // NarrowStop or NarrowPaths
 	paths  []string // the culprit's paths
 	reason string   // e.g. "head a1b2c3 red since publish 5 (pricing)"
+	exempt string   // the culprit's task: its own retry is how a human or a revert fixes it
 }
 
 // blocks says why the gate holds t back, or "".
 func (g *laneGate) blocks(t Task) string {
-	if g == nil || t.Repairs != 0 {
+	if g == nil || t.Repairs != 0 || t.ID == g.exempt {
 		return ""
 	}
 	if g.mode == NarrowPaths {

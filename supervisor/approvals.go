@@ -162,7 +162,9 @@ func (s *Supervisor) decide(a Approval, record bool) error {
 	switch res.Outcome {
 	case OutcomeAccepted, OutcomeMerged, OutcomeEmpty:
 		t.State, t.Reason = TaskDone, ""
-		return s.saveDecision(t, p, nil, approved, Event{Kind: EvTaskDone, Task: t.ID, Session: p.Session})
+		err := s.saveDecision(t, p, nil, approved, Event{Kind: EvTaskDone, Task: t.ID, Session: p.Session})
+		s.laneLanded(p)
+		return err
 	}
 	// The head moved under the escalation and the re-check found conflicts: the same
 	// path as any rejection, a fresh attempt at the new head or the inbox.

@@ -32,7 +32,7 @@ func (s *Supervisor) admitNext() {
 	now := s.now()
 	next, verdicts := admit(admissionView{
 		limits: s.fleet.Admission, tasks: tasks, live: live,
-		lastLaunch: s.lastLaunch, now: now, overlaps: s.intentsOverlap,
+		lastLaunch: s.lastLaunch, now: now, overlaps: s.intentsOverlap, gate: s.laneGateNow(),
 	})
 	s.admitDue = 0
 	for _, v := range verdicts {
@@ -103,6 +103,9 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
 	}
+	if p := s.failureView(id); fileExists(p) {
+		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
+	}
 	sb, err := sandbox.StartSession(cfg)
 	if err != nil {
 		return fail(err)
@@ -167,7 +170,18 @@ func (s *Supervisor) agentCommand(t *Task, session string) ([]string, []string, 
 	if conflict != "" {
 		env = append(env, "CORRAL_CONFLICT="+conflict)
 	}
-	return []string{"/bin/sh", "-c", cmd.String()}, env, nil
+	if p := s.failureFile(t.ID); fileExists(p) {
+		view, err := s.exposeFile(p, s.failureView(session))
+		if err != nil {
+			return nil, nil, fmt.Errorf("task %s: failure report: %w", t.ID, err)
+		}
+		env = append(env, "CORRAL_FAILURE="+view)
+	}
+	argv := []string{"/bin/sh", "-c", cmd.String()}
+	if t.Accept != "" {
+		argv, env = acceptCommand(cmd.String(), t.Accept, env)
+	}
+	return argv, env, nil
 }
 
 // watch waits for the session's agent to exit and tells the loop.
@@ -195,6 +209,11 @@ func (s *Supervisor) onExit(ls *liveSession, st sandbox.ExitStatus) {
 	})
 	if code != 0 {
 		s.endSession(ls, true, SessionFailed, &code)
+		out, _ := ls.sb.Output().Since(0) // whole: the sandbox is down, its output drained
+		if report, ok := acceptFailure(code, out); ok && t.Accept != "" {
+			s.onAcceptFailed(t, ls.rec.ID, report)
+			return
+		}
 		s.failAttempt(t, ls.rec.ID, fmt.Sprintf("agent exited %d", code))
 		return
 	}
@@ -216,6 +235,10 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 	t.State = TaskPublishing
 	s.saveTask(t, Event{Kind: EvPublishQueued, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]int{"paths": len(cs)})})
 	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules()}
+	if _, ok := s.preGated(); ok {
+		s.preEnqueue(ls, code, final, req)
+		return
+	}
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
@@ -266,9 +289,11 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 	}
 	s.resolveMovedBy(res.Conflicts, res.Moves)
 	p.ID = s.recordPublish(t, p, res.Conflicts)
+	s.laneLanded(p)
 	if t.State == TaskDone {
-		// The conflict report served its retry; a later run of the task starts clean.
+		// The conflict and failure reports served their retry; a later run starts clean.
 		os.Remove(s.conflictFile(t.ID))
+		os.Remove(s.failureFile(t.ID))
 		s.saveTask(t, Event{Kind: EvTaskDone, Task: t.ID, Session: ls.rec.ID})
 	}
 	s.kick()
@@ -332,6 +357,7 @@ func (s *Supervisor) endSession(ls *liveSession, keepLayer bool, state SessionSt
 // finishSession records a session's end and releases its leases.
 func (s *Supervisor) finishSession(ls *liveSession, state SessionState, code *int) {
 	os.Remove(s.conflictView(ls.rec.ID))
+	os.Remove(s.failureView(ls.rec.ID))
 	ls.rec.State, ls.rec.ExitCode, ls.rec.Ended, ls.rec.Pid = state, code, s.now(), 0
 	_, err := s.commit(func(tx Tx) error {
 		for _, lid := range ls.leases {

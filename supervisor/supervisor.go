@@ -52,6 +52,7 @@ type Supervisor struct {
 	admitDue   time.Duration // when a staged launch is next due, 0 if none waits
 	baseFiles  []string      // file list of the fleet's base, for intent overlap checks
 	verdicts   map[string]string
+	lane       laneState // the integration lane (lane.go)
 
 	inbox   chan func()
 	wake    chan struct{}
@@ -111,6 +112,9 @@ func New(cfg Config) (*Supervisor, error) {
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
+	if err := s.laneInit(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -128,6 +132,10 @@ func (s *Supervisor) openFleet() error {
 		// Limits may be changed by editing the plan between runs.
 		if s.cfg.Fleet.Admission != (Admission{}) {
 			s.fleet.Admission = s.cfg.Fleet.Admission
+		}
+		// So may the lane's test and policy.
+		if s.cfg.Fleet.Test != "" {
+			s.fleet.Test, s.fleet.Lane = s.cfg.Fleet.Test, s.cfg.Fleet.Lane
 		}
 	case errors.Is(err, ErrNotFound):
 		f := s.cfg.Fleet
@@ -224,6 +232,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			}
 		})
 	}
+	s.locked(s.laneKick) // heads a previous run landed but did not judge
 	sample := time.NewTicker(s.cfg.SampleEvery)
 	defer sample.Stop()
 	// Admission runs after every message; besides, it wakes when a staged launch is due
@@ -292,8 +301,20 @@ func (s *Supervisor) finished() (finished, allDone bool) {
 				finished, allDone = false, false
 			}
 		}
-		if len(s.sessions) > 0 {
+		if len(s.sessions) > 0 || s.laneBusy() {
 			finished = false
+		}
+		// While the head is red and nothing is under way to fix it (a hold), tasks the
+		// gate holds back wait for a human like the inbox's.
+		if !finished && len(s.sessions) == 0 && !s.laneBusy() && s.lane.red != nil && !s.repairPending() {
+			finished = true
+			gate := s.laneGateNow()
+			for _, id := range s.order {
+				t := s.tasks[id]
+				if !t.State.Ended() && t.State != TaskInbox && t.State != TaskInterrupted && gate.blocks(*t) == "" {
+					finished = false
+				}
+			}
 		}
 	})
 	return finished, allDone

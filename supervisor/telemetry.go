@@ -51,6 +51,7 @@ type FleetState struct {
 	ReservedCPU    float64
 	ReservedMemory int64
 	Running        int
+	Lane           LaneStatus
 }
 
 // State returns the fleet as the loop sees it now.
@@ -58,6 +59,7 @@ func (s *Supervisor) State() FleetState {
 	var st FleetState
 	s.call(func() {
 		st.Fleet = s.fleet
+		st.Lane = s.laneStatus()
 		for _, id := range s.order {
 			st.Tasks = append(st.Tasks, *s.tasks[id])
 		}
