@@ -26,6 +26,33 @@ type laneState struct {
 	pending    []laneHead // publishes landed since the last head run began
 	job        *laneJob   // the run in flight
 	pre        *preQueue  // pre gating's candidates
+	fixes      int        // repairs or reverts landed while red, reset by green
+}
+
+// laneMaxFixes is how many fixes of one red head the lane tries before a human.
+const laneMaxFixes = 3
+
+// batchHasFix reports whether a batch holds a repair task's publish or a revert.
+func (s *Supervisor) batchHasFix(heads []laneHead) bool {
+	in := map[int64]bool{}
+	for _, h := range heads {
+		in[h.Publish] = true
+	}
+	var pubs []Publish
+	s.store.View(func(r Reader) error {
+		var err error
+		pubs, err = r.Publishes()
+		return err
+	})
+	for _, p := range pubs {
+		if !in[p.ID] {
+			continue
+		}
+		if t := s.tasks[p.Task]; (t != nil && t.Repairs != 0) || strings.HasPrefix(p.Message, "revert of publish") {
+			return true
+		}
+	}
+	return false
 }
 
 // laneJob is one head run and the bisection that may follow it.
@@ -135,6 +162,9 @@ func (s *Supervisor) laneKick() {
 	}
 	batch := s.lane.pending
 	s.lane.pending = nil
+	if s.laneConfig().EveryHead {
+		batch, s.lane.pending = batch[:1], batch[1:]
+	}
 	newest := batch[len(batch)-1]
 	job := &laneJob{heads: batch, run: LaneRun{Kind: LaneKindHead, Commit: newest.Commit, Publish: newest.Publish,
 		Outcome: LaneRunning, Started: s.now()}}
@@ -205,12 +235,24 @@ func (s *Supervisor) onLaneHead(job *laneJob, res laneResult) {
 		job.red = res
 		switch {
 		case s.lane.red != nil:
-			// Red on red: the break already blamed is still there (or another one on
-			// top of it, which the repair's own run will show); blame it again.
+			// Red on red: with no green head since, bisection has nothing to stand on,
+			// so the break already blamed keeps the blame. If its repair (or revert)
+			// landed in this batch and the head is still red, the fix fell short or
+			// another break hid behind the first: the red policy runs again, with the
+			// new output, up to laneMaxFixes times before a human is asked.
 			job.run.Culprit = s.lane.red.Culprit
 			s.finishRun(&job.run, res, map[string]any{"culprit": job.run.Culprit, "still": true})
 			s.lane.red = &job.run
 			s.laneDone()
+			if s.lane.culprit != nil && s.batchHasFix(job.heads) {
+				s.lane.fixes++
+				if s.lane.fixes < laneMaxFixes {
+					s.laneOnRed(job.run, *s.lane.culprit)
+				} else {
+					s.laneHold(job.run, *s.lane.culprit, s.tasks[s.lane.culprit.Task],
+						fmt.Sprintf("still red after %d fixes", s.lane.fixes))
+				}
+			}
 		case len(job.heads) == 1:
 			s.laneBlame(job, job.heads[0])
 		default:
@@ -285,7 +327,7 @@ func (s *Supervisor) laneGreen(run LaneRun) {
 		return
 	}
 	was := s.lane.red
-	s.lane.red, s.lane.culprit = nil, nil
+	s.lane.red, s.lane.culprit, s.lane.fixes = nil, nil, 0
 	s.commit(func(tx Tx) error {
 		tx.Emit(Event{Kind: EvLaneReopened, Data: jsonData(map[string]any{"run": run.ID, "commit": run.Commit, "red_run": was.ID, "culprit": was.Culprit})})
 		return nil

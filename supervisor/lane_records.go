@@ -13,6 +13,9 @@ type Lane struct {
 	Timeout  time.Duration `json:"timeout"`  // a test run longer than this is red (0: none)
 	CPU      float64       `json:"cpu"`      // cores of a test sandbox (0: no limit)
 	Memory   int64         `json:"memory"`   // bytes of a test sandbox (0: no limit)
+	// EveryHead tests each landed head on its own instead of batching what landed
+	// while the lane was busy: more runs, no bisection (and the benchmark's baseline).
+	EveryHead bool `json:"every_head,omitempty"`
 }
 
 // Lane policies.

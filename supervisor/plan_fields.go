@@ -17,7 +17,7 @@ import (
 var (
 	planTopKeys   = []string{"fleet", "defaults", "task", "policy"}
 	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap",
-		"gating", "on_red", "narrow", "test_reruns", "test_parallel", "test_timeout", "test_cpu", "test_memory"}
+		"gating", "on_red", "narrow", "test_reruns", "test_parallel", "test_timeout", "test_cpu", "test_memory", "test_every_head"}
 	// planAliases point words users bring from other tools at ours.
 	planAliases = map[string]string{
 		"tasks": "task", "default": "defaults",

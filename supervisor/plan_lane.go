@@ -56,6 +56,14 @@ func (d *planDecoder) decodeLane(table map[string]any, f *Fleet) {
 			l.Memory = n
 		}
 	}
+	if v, ok := table["test_every_head"]; ok {
+		set = append(set, "test_every_head")
+		if b, ok := v.(bool); ok {
+			l.EveryHead = b
+		} else {
+			d.problem("fleet.test_every_head", "want true or false, got %s", planDescribe(v))
+		}
+	}
 	if f.Test == "" {
 		for _, k := range set {
 			d.problem("fleet."+k, "needs fleet.test: the lane has no test command to run")
