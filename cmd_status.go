@@ -58,6 +58,7 @@ type statusReport struct {
 	Leases   []supervisor.Lease   `json:"leases"`
 	Usage    []supervisor.Usage   `json:"usage"`
 	Events   int64                `json:"events"`
+	Lane     []supervisor.LaneRun `json:"lane,omitempty"` // the integration lane's runs
 }
 
 // runStatus is `corral status [--json]`: the fleet's records, read from its store
@@ -93,6 +94,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		if rep.Usage, err = r.LatestUsage(); err != nil {
 			return err
 		}
+		if rep.Lane, err = r.LaneRuns(); err != nil {
+			return err
+		}
 		evs, err := r.Events(0, 1<<30)
 		if n := len(evs); n > 0 {
 			rep.Events = evs[n-1].Seq
@@ -126,6 +130,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, u := range rep.Usage {
 		useCPU, useMem = useCPU+u.CPUPercent/100, useMem+int64(u.Memory)
+	}
+	if line := laneLine(f, rep.Lane); line != "" {
+		fmt.Fprintln(stdout, line)
 	}
 	adm := f.Admission
 	fmt.Fprintf(stdout, "budget: %d of %d sessions; CPU %.2g reserved, %.2g used of %.2g; memory %s reserved, %s used of %s\n\n",
@@ -163,4 +170,28 @@ func oneLine(s string) string {
 		s = s[:57] + "..."
 	}
 	return s
+}
+
+// laneLine says what the integration lane last concluded about a head, or "" for a
+// fleet without a test command.
+func laneLine(f supervisor.Fleet, runs []supervisor.LaneRun) string {
+	if f.Test == "" {
+		return ""
+	}
+	line := fmt.Sprintf("lane: %q, %s gating, on red %s", f.Test, f.Lane.Gating, f.Lane.OnRed)
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if r.Kind == supervisor.LaneKindBisect || r.Outcome == supervisor.LaneSkipped || r.Outcome == supervisor.LaneRunning {
+			continue
+		}
+		line += fmt.Sprintf("; head %.7s %s", r.Commit, r.Outcome)
+		if r.Culprit != 0 {
+			line += fmt.Sprintf(" (culprit publish %d)", r.Culprit)
+		}
+		if r.Commit != f.Head {
+			line += fmt.Sprintf(", head now %.7s", f.Head)
+		}
+		break
+	}
+	return line
 }
