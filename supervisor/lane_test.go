@@ -444,3 +444,61 @@ func TestAcceptCheckGatesPublish(t *testing.T) {
 		}
 	}
 }
+
+// Policy hold with narrow = paths: the culprit's task waits in the inbox with the
+// failure at hand and the run ends rather than hanging. The next run restores the red
+// verdict from the store: a task touching the culprit's paths is admitted, one that
+// does not waits until that task's head is green.
+func TestLaneHoldNarrowsToCulpritPaths(t *testing.T) {
+	f := laneFixture(t)
+	lane := supervisor.Lane{OnRed: "hold", Narrow: "paths", Reruns: 1}
+	sv := f.laneSupervisor(lane, supervisor.Admission{MaxRunning: 1})
+	if err := sv.AddTasks(laneTask("brk", "LANE_VALUE=9")); err != nil {
+		t.Fatal(err)
+	}
+	if runToEnd(t, sv, 90*time.Second) {
+		t.Fatal("all done; want brk held for a human")
+	}
+	if b := sv.State().Tasks[0]; b.State != supervisor.TaskInbox || !strings.Contains(b.Reason, "lane red since its publish 1") {
+		t.Fatalf("brk = %s (%s), want held in the inbox", b.State, b.Reason)
+	}
+	if st := sv.State().Lane; st.Outcome != supervisor.LaneRed || st.Culprit != 1 || st.Narrowed != "paths" {
+		t.Errorf("lane status %+v, want red, culprit 1, narrowed to paths", st)
+	}
+	if data, err := os.ReadFile(filepath.Join(f.repo.StateDir, "failures", "brk.txt")); err != nil || !strings.Contains(string(data), "FAIL: lib/brk.txt is 9") {
+		t.Errorf("brk's failure report %q (%v)", data, err)
+	}
+
+	sv = f.laneSupervisor(lane, supervisor.Admission{MaxRunning: 1})
+	near := laneTask("near", "LANE_FILE=brk", "LANE_VALUE=2") // rewrites the culprit's file
+	near.Intent = []string{"lib/brk.txt"}
+	far := laneTask("far")
+	far.Intent, far.Priority = []string{"README.md"}, 10 // first in line, if admission allowed it
+	if err := sv.AddTasks(near, far); err != nil {
+		t.Fatal(err)
+	}
+	if runToEnd(t, sv, 90*time.Second) {
+		t.Fatal("all done; want brk still in the inbox")
+	}
+	for _, tk := range sv.State().Tasks {
+		if (tk.ID == "near" || tk.ID == "far") && tk.State != supervisor.TaskDone {
+			t.Errorf("%s = %s (%s), want done", tk.ID, tk.State, tk.Reason)
+		}
+	}
+	evs := f.events()
+	reopened, ok := firstEvent(evs, supervisor.EvLaneReopened, "")
+	nearStart, ok2 := firstEvent(evs, supervisor.EvSessionStarted, "near")
+	farStart, ok3 := firstEvent(evs, supervisor.EvSessionStarted, "far")
+	if !ok || !ok2 || !ok3 || !(nearStart.Seq < reopened.Seq && reopened.Seq < farStart.Seq) {
+		t.Errorf("near started %d, admission reopened %d, far started %d: want in that order", nearStart.Seq, reopened.Seq, farStart.Seq)
+	}
+	blocked := false
+	for _, e := range evs {
+		if e.Kind == supervisor.EvTaskBlocked && e.Task == "far" && strings.Contains(fmt.Sprint(eventData(e)["reason"]), "only tasks that touch the culprit's paths") {
+			blocked = true
+		}
+	}
+	if !blocked {
+		t.Error("far was never held back by the narrowed admission")
+	}
+}
