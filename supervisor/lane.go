@@ -2,8 +2,6 @@ package supervisor
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -355,92 +353,4 @@ func (s *Supervisor) laneGateNow() *laneGate {
 // or candidates waiting.
 func (s *Supervisor) laneBusy() bool {
 	return s.lane.job != nil || len(s.lane.pending) > 0 || (s.lane.pre != nil && s.lane.pre.busy())
-}
-
-// failureFile is where a task's latest failure report (a red lane's output, a failed
-// accept check) lives; its sessions read a copy at $CORRAL_FAILURE.
-func (s *Supervisor) failureFile(task string) string {
-	return filepath.Join(s.repo.StateDir, "failures", task+".txt")
-}
-
-// writeFailure stores a task's failure report (write then rename).
-func (s *Supervisor) writeFailure(task, text string) error {
-	path := s.failureFile(task)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// failureView is where a session reads its task's failure report: beside its
-// conflict view, outside the repository (see conflictView).
-func (s *Supervisor) failureView(session string) string {
-	return filepath.Join(filepath.Dir(s.conflictView(session)), "failure-"+session+".txt")
-}
-
-// exposeFile copies a host report into the view a session binds, and returns the view.
-func (s *Supervisor) exposeFile(src, view string) (string, error) {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(filepath.Dir(view), 0o755); err != nil {
-		return "", err
-	}
-	return view, os.WriteFile(view, data, 0o644)
-}
-
-// repairPending reports whether a repair task is queued or under way.
-func (s *Supervisor) repairPending() bool {
-	for _, id := range s.order {
-		if t := s.tasks[id]; t.Repairs != 0 && !t.State.Ended() && t.State != TaskInbox {
-			return true
-		}
-	}
-	return false
-}
-
-// LaneStatus is the lane as the TUI's header and `corral status` show it.
-type LaneStatus struct {
-	On       bool   `json:"on"`
-	Gating   string `json:"gating,omitempty"`
-	Head     string `json:"head,omitempty"`    // the head it speaks of
-	Outcome  string `json:"outcome,omitempty"` // green, red, flaky, testing, or untested
-	Culprit  int64  `json:"culprit,omitempty"` // red: the publish blamed
-	Task     string `json:"task,omitempty"`    // red: the culprit's task
-	Narrowed string `json:"narrowed,omitempty"`
-	Queue    int    `json:"queue,omitempty"` // pre gating: candidates waiting
-}
-
-// laneStatus is the lane's state now (on the loop).
-func (s *Supervisor) laneStatus() LaneStatus {
-	if !s.laneOn() {
-		return LaneStatus{}
-	}
-	st := LaneStatus{On: true, Gating: s.laneConfig().Gating, Head: s.fleet.Head}
-	switch {
-	case s.lane.red != nil:
-		st.Outcome, st.Culprit = LaneRed, s.lane.red.Culprit
-		if c := s.lane.culprit; c != nil {
-			st.Task = c.Task
-		}
-		st.Narrowed = s.laneGateNow().mode
-	case s.lane.verified == s.fleet.Head:
-		st.Outcome = s.lane.verifiedAs
-		if st.Outcome == "" {
-			st.Outcome = LaneGreen
-		}
-	case s.lane.job != nil:
-		st.Outcome = "testing"
-	default:
-		st.Outcome = "untested"
-	}
-	if q := s.lane.pre; q != nil {
-		st.Queue = len(q.cands)
-	}
-	return st
 }

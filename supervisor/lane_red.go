@@ -153,3 +153,13 @@ func (s *Supervisor) laneHold(run LaneRun, culprit Publish, t *Task, why string)
 	s.saveTask(t, Event{Kind: EvLaneHeld, Task: t.ID, Session: culprit.Session, Data: jsonData(data)},
 		Event{Kind: EvTaskInbox, Task: t.ID, Session: culprit.Session, Data: jsonData(map[string]any{"reason": t.Reason})})
 }
+
+// repairPending reports whether a repair task is queued or under way.
+func (s *Supervisor) repairPending() bool {
+	for _, id := range s.order {
+		if t := s.tasks[id]; t.Repairs != 0 && !t.State.Ended() && t.State != TaskInbox {
+			return true
+		}
+	}
+	return false
+}

@@ -192,10 +192,14 @@ func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 func candidateRef(session string) string { return "refs/corral/candidates/" + session }
 
 // Land moves the head from old to a candidate commit Publish built with Onto = old,
-// by compare-and-swap: it fails, and nothing moves, if the head is not at old.
+// by compare-and-swap: it fails, and nothing moves, if the head is not at old or the
+// candidate was not built on old (each landed publish stays one commit on the head).
 func (g *GitPublisher) Land(commit, old string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if parent, err := g.git(nil, nil, "rev-parse", "--verify", commit+"^"); err != nil || parent != old {
+		return fmt.Errorf("land %.12s: built on %.12s, not on %.12s (%v)", commit, parent, old, err)
+	}
 	if _, err := g.git(nil, nil, "update-ref", "-m", "corral land "+commit, "refs/heads/"+g.HeadRef, commit, old); err != nil {
 		return fmt.Errorf("land %.12s on %.12s: %w", commit, old, err)
 	}
