@@ -18,12 +18,12 @@ type lander interface {
 	Forget(session string)
 }
 
-// preCandidate is one publish waiting in the gate.
+// preCandidate is one publish waiting in the gate: a session's, or an approved
+// escalation's (approval is its publish's id).
 type preCandidate struct {
-	ls      *liveSession
-	code    int
-	final   bool
-	req     PublishRequest
+	req      PublishRequest
+	settle   func(PublishResult, error) // hands the outcome back: landed, or rejected
+	approval int64
 	res     PublishResult // the build: NewHead is the candidate commit, Head what it is built on
 	gen     int           // bumped on every rebuild; results of older builds are dropped
 	testing bool
@@ -47,13 +47,14 @@ func (s *Supervisor) preGated() (lander, bool) {
 	return l, ok
 }
 
-// preEnqueue builds a candidate for a session's publish and queues it for the lane.
-// It runs on the loop: builds are ordered, each onto the newest candidate ahead.
-func (s *Supervisor) preEnqueue(ls *liveSession, code int, final bool, req PublishRequest) {
+// preEnqueue builds a candidate for a publish and queues it for the lane; settle
+// gets the outcome once it lands or is rejected. It runs on the loop: builds are
+// ordered, each onto the newest candidate ahead.
+func (s *Supervisor) preEnqueue(req PublishRequest, approval int64, settle func(PublishResult, error)) {
 	if s.lane.pre == nil {
 		s.lane.pre = &preQueue{}
 	}
-	c := &preCandidate{ls: ls, code: code, final: final, req: req}
+	c := &preCandidate{req: req, settle: settle, approval: approval}
 	if !s.preBuild(c, s.preTip()) {
 		return
 	}
@@ -92,12 +93,25 @@ func (s *Supervisor) preBuild(c *preCandidate, onto string) bool {
 	return true
 }
 
-// preSettle hands a candidate that leaves the gate to the ordinary publish path.
+// preSettle hands a candidate that leaves the gate back to its publish path.
 func (s *Supervisor) preSettle(c *preCandidate, res PublishResult, err error) {
 	if l, ok := s.pub.(lander); ok {
-		l.Forget(c.ls.rec.ID)
+		l.Forget(c.req.Session.ID)
 	}
-	s.onPublished(c.ls, c.code, c.final, c.req, res, err)
+	c.settle(res, err)
+}
+
+// preHolds reports whether an approved escalation waits in the gate.
+func (s *Supervisor) preHolds(publish int64) bool {
+	if s.lane.pre == nil {
+		return false
+	}
+	for _, c := range s.lane.pre.cands {
+		if c.approval == publish {
+			return true
+		}
+	}
+	return false
 }
 
 // preSchedule starts tests for built candidates, front first, up to the limit.
@@ -120,7 +134,7 @@ func (s *Supervisor) preSchedule() {
 		s.commit(func(tx Tx) error {
 			id, err := tx.AddLaneRun(c.run)
 			c.run.ID = id
-			tx.Emit(Event{Kind: EvLaneStarted, Task: c.req.Task.ID, Session: c.ls.rec.ID, Data: jsonData(map[string]any{
+			tx.Emit(Event{Kind: EvLaneStarted, Task: c.req.Task.ID, Session: c.req.Session.ID, Data: jsonData(map[string]any{
 				"run": id, "kind": LaneKindCandidate, "commit": c.res.NewHead, "onto": c.res.Head})})
 			return err
 		})
@@ -176,7 +190,7 @@ func (s *Supervisor) preAdvance() {
 		}
 		if err := l.Land(c.res.NewHead, c.res.Head); err != nil {
 			// The head moved outside the gate (an approval, a revert): build again on it.
-			s.log.Warn("lane: land candidate", "session", c.ls.rec.ID, "err", err)
+			s.log.Warn("lane: land candidate", "session", c.req.Session.ID, "err", err)
 			q.cands = append([]*preCandidate{c}, q.cands...)
 			head, herr := s.repo.Git("rev-parse", "refs/heads/"+s.fleet.HeadRef)
 			if herr != nil {

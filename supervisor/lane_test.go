@@ -502,3 +502,63 @@ func TestLaneHoldNarrowsToCulpritPaths(t *testing.T) {
 		t.Error("far was never held back by the narrowed admission")
 	}
 }
+
+// Pre gating holds approved escalations to the same rule: a human's approval of work
+// that breaks the suite does not put it on the head; the lane rejects it.
+func TestLanePreGatesApprovedEscalation(t *testing.T) {
+	f := newFixture(t)
+	f.addFiles(map[string]string{"go.sum": goSum})
+	lane := supervisor.Lane{Gating: "pre", Reruns: 0, Parallel: 2}
+	newSV := func() *supervisor.Supervisor {
+		sv, err := supervisor.New(supervisor.Config{Repo: f.repo, Store: f.store, SampleEvery: 100 * time.Millisecond,
+			Fleet: supervisor.Fleet{Name: "test", BaseRef: "main", HeadRef: "corral/head", Admission: supervisor.Admission{MaxRunning: 2},
+				Test: "! grep v2.0.0 go.sum", Lane: lane}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv
+	}
+	sv := newSV()
+	if err := sv.AddTasks(
+		agentTask("bump-a", "lockfile.sh", "DEP=example.com/a", "VERSION=v1.1.0", "AGENT_SLEEP=0.3"),
+		agentTask("bump-z", "lockfile.sh", "DEP=example.com/z", "VERSION=v2.0.0", "AGENT_SLEEP=1.5")); err != nil {
+		t.Fatal(err)
+	}
+	runToEnd(t, sv, 90*time.Second)
+	var esc supervisor.Publish
+	for _, p := range f.publishes() {
+		if p.Outcome == supervisor.OutcomeEscalated {
+			esc = p
+		}
+	}
+	if esc.Task != "bump-z" {
+		t.Fatalf("publishes %+v, want bump-z escalated", f.publishes())
+	}
+	// `corral approve` from another process; the next run adopts the decision.
+	if _, err := supervisor.RecordDecision(f.store, supervisor.Approval{Publish: esc.ID, Decision: supervisor.DecisionApprove, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	sv = newSV()
+	runToEnd(t, sv, 90*time.Second)
+	if got := git(t, f.repo.WorkTree, "show", "corral/head:go.sum"); strings.Contains(got, "v2.0.0") {
+		t.Fatalf("approved work that fails the suite reached the head:\n%s", got)
+	}
+	var after supervisor.Publish
+	for _, p := range f.publishes() {
+		if p.ID == esc.ID {
+			after = p
+		}
+	}
+	if after.Outcome != supervisor.OutcomeRejected || !strings.Contains(after.Message, "approved; lane red on the candidate tree") {
+		t.Errorf("approved publish = %s (%q), want rejected by the lane", after.Outcome, after.Message)
+	}
+	red := 0
+	for _, r := range f.laneRuns() {
+		if r.Kind == supervisor.LaneKindCandidate && r.Outcome == supervisor.LaneRed {
+			red++
+		}
+	}
+	if red != 1 {
+		t.Errorf("%d red candidate runs, want the approved one", red)
+	}
+}

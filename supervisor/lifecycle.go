@@ -236,7 +236,7 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 	s.saveTask(t, Event{Kind: EvPublishQueued, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]int{"paths": len(cs)})})
 	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules()}
 	if _, ok := s.preGated(); ok {
-		s.preEnqueue(ls, code, final, req)
+		s.preEnqueue(req, 0, func(res PublishResult, err error) { s.onPublished(ls, code, final, req, res, err) })
 		return
 	}
 	s.bgWG.Add(1)
