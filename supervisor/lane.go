@@ -25,6 +25,7 @@ type laneState struct {
 	job        *laneJob   // the run in flight
 	pre        *preQueue  // pre gating's candidates
 	fixes      int        // repairs or reverts landed while red, reset by green
+	baseRed    bool       // the suite failed on the base: red without a culprit until a green head
 }
 
 // laneMaxFixes is how many fixes of one red head the lane tries before a human.
@@ -60,6 +61,33 @@ type laneJob struct {
 	bis   *bisection
 	probe *LaneRun   // the bisection's run in flight
 	red   laneResult // the head's own red result, kept while bisecting
+	from  string     // the verified head before the batch
+	// baseProbed: the untested base before the batch has been tested (see laneBlame).
+	baseProbed bool
+}
+
+// laneProbeBase tests the commit before the batch; green (or no answer) lets the blame
+// stand, red makes the head run red without a culprit.
+func (s *Supervisor) laneProbeBase(job *laneJob, c laneHead) {
+	probe := LaneRun{Kind: LaneKindBisect, Commit: job.from, Outcome: LaneRunning, Started: s.now()}
+	s.commit(func(tx Tx) error {
+		id, err := tx.AddLaneRun(probe)
+		probe.ID = id
+		tx.Emit(Event{Kind: EvLaneStarted, Data: jsonData(map[string]any{"run": id, "kind": LaneKindBisect,
+			"commit": job.from, "base": true, "of": job.run.ID})})
+		return err
+	})
+	job.probe = &probe
+	s.laneStart(probe, func(res laneResult) {
+		s.finishRun(job.probe, res, map[string]any{"of": job.run.ID, "base": true})
+		if res.Outcome != LaneRed {
+			s.laneBlame(job, c)
+			return
+		}
+		s.lane.baseRed = true
+		s.finishRun(&job.run, job.red, map[string]any{"base_red": true})
+		s.laneDone()
+	})
 }
 
 // laneOn reports whether the fleet has a lane at all.
@@ -123,6 +151,10 @@ func (s *Supervisor) laneInit() error {
 		case LaneGreen, LaneFlaky:
 			s.lane.verified, s.lane.verifiedAs, s.lane.red, s.lane.culprit = run.Commit, run.Outcome, nil, nil
 		case LaneRed:
+			if run.Culprit == 0 {
+				s.lane.baseRed = true // red from the base on: nobody to blame
+				continue
+			}
 			r := *run
 			s.lane.red = &r
 			for _, p := range pubs {
@@ -167,7 +199,7 @@ func (s *Supervisor) laneKick() {
 		batch, s.lane.pending = batch[:1], batch[1:]
 	}
 	newest := batch[len(batch)-1]
-	job := &laneJob{heads: batch, run: LaneRun{Kind: LaneKindHead, Commit: newest.Commit, Publish: newest.Publish,
+	job := &laneJob{heads: batch, from: s.lane.verified, run: LaneRun{Kind: LaneKindHead, Commit: newest.Commit, Publish: newest.Publish,
 		Outcome: LaneRunning, Started: s.now()}}
 	for _, h := range batch {
 		job.run.Batch = append(job.run.Batch, h.Publish)
@@ -235,6 +267,11 @@ func (s *Supervisor) onLaneHead(job *laneJob, res laneResult) {
 	case LaneRed:
 		job.red = res
 		switch {
+		case s.lane.baseRed && s.lane.verifiedAs == "":
+			// The base itself fails and nothing has passed since: there is no green
+			// head to bisect from, and no publish to blame.
+			s.finishRun(&job.run, res, map[string]any{"base_red": true})
+			s.laneDone()
 		case s.lane.red != nil:
 			// Red on red: with no green head since, bisection has nothing to stand on,
 			// so the break already blamed keeps the blame. If its repair (or revert)
@@ -294,8 +331,15 @@ func (s *Supervisor) laneProbe(job *laneJob) {
 	})
 }
 
-// laneBlame closes a red head run with its culprit and applies the red policy.
+// laneBlame closes a red head run with its culprit and applies the red policy. Blame
+// that falls on the first publish after a base the lane never tested checks the base
+// first: a suite that already failed there is nobody's fault.
 func (s *Supervisor) laneBlame(job *laneJob, c laneHead) {
+	if c == job.heads[0] && job.from != "" && s.lane.verifiedAs == "" && !job.baseProbed {
+		job.baseProbed = true
+		s.laneProbeBase(job, c)
+		return
+	}
 	job.run.Culprit = c.Publish
 	var culprit Publish
 	s.store.View(func(r Reader) error {
@@ -323,7 +367,7 @@ func (s *Supervisor) laneDone() {
 
 // laneGreen records a green head: admission reopens if it was narrowed.
 func (s *Supervisor) laneGreen(run LaneRun) {
-	s.lane.verified, s.lane.verifiedAs = run.Commit, run.Outcome
+	s.lane.verified, s.lane.verifiedAs, s.lane.baseRed = run.Commit, run.Outcome, false
 	if s.lane.red == nil {
 		return
 	}

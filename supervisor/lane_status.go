@@ -25,6 +25,8 @@ func (s *Supervisor) laneStatus() LaneStatus {
 			st.Task = c.Task
 		}
 		st.Narrowed = s.laneGateNow().mode
+	case s.lane.baseRed && s.lane.verifiedAs == "":
+		st.Outcome = LaneRed // since the base: nobody's fault
 	case s.lane.verified == s.fleet.Head:
 		st.Outcome = s.lane.verifiedAs
 		if st.Outcome == "" {

@@ -562,3 +562,42 @@ func TestLanePreGatesApprovedEscalation(t *testing.T) {
 		t.Errorf("%d red candidate runs, want the approved one", red)
 	}
 }
+
+// A suite that already fails on the base is nobody's fault: blame that would fall on
+// the first publish checks the base first, finds it red, and neither narrows nor
+// opens a repair.
+func TestLaneRedBaseBlamesNobody(t *testing.T) {
+	f := laneFixture(t)
+	os.WriteFile(filepath.Join(f.repo.WorkTree, "lib", "base.txt"), []byte("9\n"), 0o644)
+	git(t, f.repo.WorkTree, "commit", "-qam", "a broken base")
+	sv := f.laneSupervisor(supervisor.Lane{Reruns: 1}, supervisor.Admission{MaxRunning: 1})
+	if err := sv.AddTasks(laneTask("one"), laneTask("two")); err != nil {
+		t.Fatal(err)
+	}
+	if !runToEnd(t, sv, 60*time.Second) {
+		t.Fatalf("not all done: %+v", sv.State().Tasks)
+	}
+	baseProbes := 0
+	for _, r := range f.laneRuns() {
+		if r.Culprit != 0 {
+			t.Errorf("run %d blames publish %d for the base's failure", r.ID, r.Culprit)
+		}
+		if r.Kind == supervisor.LaneKindBisect && r.Publish == 0 {
+			baseProbes++
+			if r.Outcome != supervisor.LaneRed {
+				t.Errorf("base probe %s, want red", r.Outcome)
+			}
+		}
+	}
+	if baseProbes != 1 {
+		t.Errorf("%d base probes, want 1 (then red without blame)", baseProbes)
+	}
+	for _, kind := range []string{supervisor.EvLaneCulprit, supervisor.EvLaneNarrowed, supervisor.EvLaneRepair} {
+		if e, ok := firstEvent(f.events(), kind, ""); ok {
+			t.Errorf("a red base led to %s: %s", kind, e.Data)
+		}
+	}
+	if st := sv.State().Lane; st.Outcome != supervisor.LaneRed || st.Culprit != 0 {
+		t.Errorf("lane status %+v, want red with no culprit", st)
+	}
+}
