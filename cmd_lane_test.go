@@ -27,6 +27,9 @@ func TestRunLanePlanHeadless(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, errOut)
 	}
+	if !strings.Contains(errOut, " green\n") {
+		t.Errorf("the run's summary does not say the head is green:\n%s", errOut)
+	}
 	kinds := map[string][]string{}
 	for _, e := range readEvents(t, evPath) {
 		kinds[e.Kind] = append(kinds[e.Kind], e.Task)
