@@ -24,11 +24,12 @@ type preCandidate struct {
 	req      PublishRequest
 	settle   func(PublishResult, error) // hands the outcome back: landed, or rejected
 	approval int64
-	res     PublishResult // the build: NewHead is the candidate commit, Head what it is built on
-	gen     int           // bumped on every rebuild; results of older builds are dropped
-	testing bool
-	verdict *laneResult // the current build's verdict, once known
-	run     LaneRun
+	ls       *liveSession  // the session whose sandbox went down when it entered the gate
+	res      PublishResult // the build: NewHead is the candidate commit, Head what it is built on
+	gen      int           // bumped on every rebuild; results of older builds are dropped
+	testing  bool
+	verdict  *laneResult // the current build's verdict, once known
+	run      LaneRun
 }
 
 type preQueue struct {
@@ -48,18 +49,39 @@ func (s *Supervisor) preGated() (lander, bool) {
 }
 
 // preEnqueue builds a candidate for a publish and queues it for the lane; settle
-// gets the outcome once it lands or is rejected. It runs on the loop: builds are
+// gets the outcome once it lands or is rejected (at once, and it returns nil, when the
+// build itself settles it: a conflict, an escalation, nothing to publish). It runs on the loop: builds are
 // ordered, each onto the newest candidate ahead.
-func (s *Supervisor) preEnqueue(req PublishRequest, approval int64, settle func(PublishResult, error)) {
+func (s *Supervisor) preEnqueue(req PublishRequest, approval int64, settle func(PublishResult, error)) *preCandidate {
 	if s.lane.pre == nil {
 		s.lane.pre = &preQueue{}
 	}
 	c := &preCandidate{req: req, settle: settle, approval: approval}
 	if !s.preBuild(c, s.preTip()) {
-		return
+		return nil
 	}
 	s.lane.pre.cands = append(s.lane.pre.cands, c)
 	s.preSchedule()
+	return c
+}
+
+// preShutdown records the sessions whose candidates wait in the gate as interrupted,
+// their layers kept, as shutdown does for live sessions: the next run resumes them.
+func (s *Supervisor) preShutdown() {
+	if s.lane.pre == nil {
+		return
+	}
+	for _, c := range s.lane.pre.cands {
+		if c.ls == nil {
+			continue
+		}
+		s.finishSession(c.ls, SessionInterrupted, nil)
+		if t := s.tasks[c.ls.rec.Task]; t != nil && !t.State.Ended() {
+			t.State, t.Reason = TaskInterrupted, "supervisor stopped while its publish waited for the lane"
+			s.saveTask(t, Event{Kind: EvTaskInterrupted, Task: t.ID, Session: c.ls.rec.ID})
+		}
+	}
+	s.lane.pre.cands = nil
 }
 
 // preTip is the commit a new candidate builds on: the newest candidate, or the head.

@@ -395,6 +395,17 @@ func TestLanePreGatingNeverLandsRed(t *testing.T) {
 		!strings.Contains(string(data), "FAIL: lib/bad.txt is 9, over 5") {
 		t.Errorf("bad's failure report: %q, %v", data, err)
 	}
+	// Sessions went down when their candidates entered the gate; the landed ones'
+	// layers are gone, the rejected ones' kept (as for any rejection).
+	for id, st := range states {
+		_, err := os.Stat(filepath.Join(f.repo.StateDir, "w", id+"-1"))
+		if kept := err == nil; kept != (st != supervisor.TaskDone) {
+			t.Errorf("%s (%s): layer kept = %v", id, st, kept)
+		}
+	}
+	if n := len(sv.State().Sessions); n != 0 {
+		t.Errorf("%d sessions live after the run", n)
+	}
 }
 
 // A task's accept check runs in its session before it publishes: a failing one means

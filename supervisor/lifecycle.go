@@ -236,7 +236,18 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 	s.saveTask(t, Event{Kind: EvPublishQueued, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]int{"paths": len(cs)})})
 	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules()}
 	if _, ok := s.preGated(); ok {
-		s.preEnqueue(req, 0, func(res PublishResult, err error) { s.onPublished(ls, code, final, req, res, err) })
+		c := s.preEnqueue(req, 0, func(res PublishResult, err error) { s.onPublished(ls, code, final, req, res, err) })
+		if c != nil && final {
+			c.ls = ls
+			// The candidate holds the work now: the sandbox goes down and frees its
+			// admission slot while the lane tests; the layer waits for the verdict.
+			delete(s.sessions, ls.rec.ID)
+			if err := ls.sb.Destroy(true); err != nil {
+				s.log.Error("destroy gated session", "session", ls.rec.ID, "err", err)
+			}
+			ls.gated = true
+			s.kick()
+		}
 		return
 	}
 	s.bgWG.Add(1)
@@ -347,6 +358,16 @@ func (s *Supervisor) failAttempt(t *Task, session, reason string) {
 // endSession takes a live session down — its sandbox destroyed, its layer kept or
 // dropped — forgets it, and records its end. Every way a session ends goes through here.
 func (s *Supervisor) endSession(ls *liveSession, keepLayer bool, state SessionState, code *int) {
+	if ls.gated {
+		// Its sandbox went down when its candidate entered the lane's gate.
+		if !keepLayer {
+			if err := sandbox.DiscardSession(s.repo, ls.rec.ID); err != nil {
+				s.log.Error("drop gated session's layer", "session", ls.rec.ID, "err", err)
+			}
+		}
+		s.finishSession(ls, state, code)
+		return
+	}
 	delete(s.sessions, ls.rec.ID)
 	if err := ls.sb.Destroy(keepLayer); err != nil {
 		s.log.Error("destroy session", "session", ls.rec.ID, "err", err)

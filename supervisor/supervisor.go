@@ -72,6 +72,7 @@ type liveSession struct {
 	lastAt  time.Time
 	oom     uint64
 	leases  []int64
+	gated   bool // pre gating: its sandbox is down, its candidate waits for the lane
 }
 
 // New opens the fleet: it creates its head branch and records if they do not exist,
@@ -375,6 +376,7 @@ func (s *Supervisor) shutdown() {
 		}
 	}
 	s.bgWG.Wait()
+	s.preShutdown()
 	if s.pool != nil {
 		s.pool.Close()
 	}
