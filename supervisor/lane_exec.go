@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"time"
 
@@ -103,6 +104,7 @@ func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt in
 	out, _ := sb.Output().Since(0)
 	if dst := s.laneDir(); os.MkdirAll(dst, 0o755) == nil {
 		copyFile(sb.RecordingPath(), filepath.Join(dst, id+".cast"))
+		pruneOldest(filepath.Join(dst, "*.cast"), laneKeepRecordings)
 	}
 	os.RemoveAll(sb.Dir())
 	if ctx.Err() != nil {
@@ -116,6 +118,29 @@ func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt in
 		s.log.Warn("lane: destroy sandbox", "session", id, "err", derr)
 	}
 	return st.Code == 0, out, nil
+}
+
+// laneKeepRecordings is how many test recordings the lane keeps; older ones go (the
+// lane-run records keep each failure's output tail).
+const laneKeepRecordings = 500
+
+// pruneOldest removes the oldest files matching pattern beyond keep.
+func pruneOldest(pattern string, keep int) {
+	files, _ := filepath.Glob(pattern)
+	if len(files) <= keep {
+		return
+	}
+	mod := func(p string) time.Time {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return time.Time{}
+		}
+		return fi.ModTime()
+	}
+	sort.Slice(files, func(i, j int) bool { return mod(files[i]).Before(mod(files[j])) })
+	for _, f := range files[:len(files)-keep] {
+		os.Remove(f)
+	}
 }
 
 func tail(b []byte, n int) string {
