@@ -612,3 +612,57 @@ func TestLaneRedBaseBlamesNobody(t *testing.T) {
 		t.Errorf("lane status %+v, want red with no culprit", st)
 	}
 }
+
+// While a run is under way publishes keep landing; each later run covers what landed
+// meanwhile. Whatever the timing, every landed publish is in exactly one head run's
+// batch, the heads a run passed over are recorded skipped, and the last head is judged.
+func TestLaneBatchesCoverEveryPublishOnce(t *testing.T) {
+	f := laneFixture(t)
+	sv, err := supervisor.New(supervisor.Config{Repo: f.repo, Store: f.store, SampleEvery: 100 * time.Millisecond,
+		Fleet: supervisor.Fleet{Name: "test", BaseRef: "main", HeadRef: "corral/head", Admission: supervisor.Admission{MaxRunning: 3},
+			Test: "sleep 0.3; sh test.sh", Lane: supervisor.Lane{Reruns: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []supervisor.Task
+	for i := 1; i <= 8; i++ {
+		tasks = append(tasks, laneTask(fmt.Sprintf("q%d", i)))
+	}
+	if err := sv.AddTasks(tasks...); err != nil {
+		t.Fatal(err)
+	}
+	if !runToEnd(t, sv, 120*time.Second) {
+		t.Fatalf("not all done: %+v", sv.State().Tasks)
+	}
+	covered := map[int64]int{}
+	heads, skipped := 0, 0
+	for _, r := range f.laneRuns() {
+		switch {
+		case r.Kind == supervisor.LaneKindHead && r.Outcome == supervisor.LaneSkipped:
+			skipped++
+		case r.Kind == supervisor.LaneKindHead:
+			heads++
+			if r.Outcome != supervisor.LaneGreen {
+				t.Errorf("head run %d: %s", r.ID, r.Outcome)
+			}
+			for _, p := range r.Batch {
+				covered[p]++
+			}
+			if r.Publish != r.Batch[len(r.Batch)-1] {
+				t.Errorf("run %d tested publish %d, not the newest of its batch %v", r.ID, r.Publish, r.Batch)
+			}
+		}
+	}
+	for _, p := range f.publishes() {
+		if covered[p.ID] != 1 {
+			t.Errorf("publish %d covered by %d head runs, want 1", p.ID, covered[p.ID])
+		}
+	}
+	if skipped != 8-heads {
+		t.Errorf("%d skipped heads, %d head runs: want 8 publishes between them", skipped, heads)
+	}
+	t.Logf("8 publishes verified by %d head runs", heads)
+	if st := sv.State(); st.Lane.Outcome != supervisor.LaneGreen || st.Lane.Head != st.Fleet.Head {
+		t.Errorf("lane status %+v, want the final head green", st.Lane)
+	}
+}
