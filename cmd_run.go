@@ -99,7 +99,14 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	st := sv.State()
-	fmt.Fprintf(stderr, "corral: fleet %s: %s; head %s at %.12s\n", st.Fleet.Name, summarizeTasks(st.Tasks), st.Fleet.HeadRef, st.Fleet.Head)
+	lane := ""
+	if st.Lane.On {
+		lane = " " + st.Lane.Outcome
+		if st.Lane.Culprit != 0 {
+			lane += fmt.Sprintf(" since publish %d (%s)", st.Lane.Culprit, st.Lane.Task)
+		}
+	}
+	fmt.Fprintf(stderr, "corral: fleet %s: %s; head %s at %.12s%s\n", st.Fleet.Name, summarizeTasks(st.Tasks), st.Fleet.HeadRef, st.Fleet.Head, lane)
 	if ctx.Err() != nil {
 		return exitError{code: exitNotAllDone, msg: "interrupted; running sessions were stopped and can be resumed"}
 	}

@@ -58,6 +58,7 @@ type statusReport struct {
 	Leases   []supervisor.Lease   `json:"leases"`
 	Usage    []supervisor.Usage   `json:"usage"`
 	Events   int64                `json:"events"`
+	Lane     []supervisor.LaneRun `json:"lane,omitempty"`  // the integration lane's runs
 	Model    *modelReport         `json:"model,omitempty"` // spend through the gateway, when any
 }
 
@@ -102,6 +103,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if rep.Usage, err = r.LatestUsage(); err != nil {
+			return err
+		}
+		if rep.Lane, err = r.LaneRuns(); err != nil {
 			return err
 		}
 		calls, err := r.ModelCalls("")
@@ -160,6 +164,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	for _, u := range rep.Usage {
 		useCPU, useMem = useCPU+u.CPUPercent/100, useMem+int64(u.Memory)
 	}
+	if line := laneLine(f, rep.Lane); line != "" {
+		fmt.Fprintln(stdout, line)
+	}
 	adm := f.Admission
 	fmt.Fprintf(stdout, "budget: %d of %d sessions; CPU %.2g reserved, %.2g used of %.2g; memory %s reserved, %s used of %s\n\n",
 		live, adm.MaxRunning, resCPU, useCPU, adm.CPU, policies.FormatSize(resMem), policies.FormatSize(useMem), policies.FormatSize(adm.Memory))
@@ -201,4 +208,28 @@ func oneLine(s string) string {
 		s = s[:57] + "..."
 	}
 	return s
+}
+
+// laneLine says what the integration lane last concluded about a head, or "" for a
+// fleet without a test command.
+func laneLine(f supervisor.Fleet, runs []supervisor.LaneRun) string {
+	if f.Test == "" {
+		return ""
+	}
+	line := fmt.Sprintf("lane: %q, %s gating, on red %s", f.Test, f.Lane.Gating, f.Lane.OnRed)
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if r.Kind == supervisor.LaneKindBisect || r.Outcome == supervisor.LaneSkipped || r.Outcome == supervisor.LaneRunning {
+			continue
+		}
+		line += fmt.Sprintf("; head %.7s %s", r.Commit, r.Outcome)
+		if r.Culprit != 0 {
+			line += fmt.Sprintf(" (culprit publish %d)", r.Culprit)
+		}
+		if r.Commit != f.Head {
+			line += fmt.Sprintf(", head now %.7s", f.Head)
+		}
+		break
+	}
+	return line
 }

@@ -292,6 +292,21 @@ func rebaseNote(res supervisor.RebaseResult) string {
 	return note + "; conflicts: " + strings.Join(paths, ", ")
 }
 
+// laneVerdicts is the lane's newest telling verdict per commit (a run that judged it
+// beats one that skipped it) and the publishes it blamed.
+func laneVerdicts(runs []supervisor.LaneRun) (map[string]string, map[int64]bool) {
+	verdicts, blamed := map[string]string{}, map[int64]bool{}
+	for _, r := range runs {
+		if r.Outcome != supervisor.LaneSkipped || verdicts[r.Commit] == "" {
+			verdicts[r.Commit] = r.Outcome
+		}
+		if r.Culprit != 0 {
+			blamed[r.Culprit] = true
+		}
+	}
+	return verdicts, blamed
+}
+
 // Snapshot gathers the fleet from the supervisor and the store's records.
 func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	st := b.fl.sv.State()
@@ -300,6 +315,8 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 		CPUBudget: st.Fleet.Admission.CPU, MemBudget: st.Fleet.Admission.Memory,
 		ReservedCPU: st.ReservedCPU, ReservedMem: st.ReservedMemory,
 		Usage: map[string][]tui.UsagePoint{}, Taken: time.Now(),
+		Lane: tui.LaneStatus{Outcome: st.Lane.Outcome, Culprit: st.Lane.Culprit, Task: st.Lane.Task,
+			Narrowed: st.Lane.Narrowed, Queue: st.Lane.Queue},
 		ModelCalls: st.Spend.Calls, ModelTokens: st.Spend.Tokens(), ModelCost: st.Spend.Cost,
 	}
 	if q := st.Quota; q != nil {
@@ -309,6 +326,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	var leases []supervisor.Lease
 	var pubs []supervisor.Publish
 	var approvals []supervisor.Approval
+	var laneRuns []supervisor.LaneRun
 	conflicts := map[int64][]supervisor.Conflict{}
 	since := time.Now().Add(-time.Minute)
 	err := b.fl.db.View(func(r supervisor.Reader) error {
@@ -320,6 +338,9 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			return err
 		}
 		if approvals, err = r.Approvals(); err != nil {
+			return err
+		}
+		if laneRuns, err = r.LaneRuns(); err != nil {
 			return err
 		}
 		for _, p := range pubs {
@@ -387,11 +408,13 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	for _, s := range st.Sessions {
 		live[s.Task] = s
 	}
+	verdicts, blamed := laneVerdicts(laneRuns)
 	lastPub := map[string]supervisor.Publish{}
 	for _, p := range pubs {
 		lastPub[p.Task] = p
 		tp := tui.Publish{ID: p.ID, Task: p.Task, Session: p.Session, Outcome: p.Outcome, Head: p.Head,
-			NewHead: p.NewHead, Message: p.Message, Paths: p.Paths, Time: p.Time, Decided: decided[p.ID]}
+			NewHead: p.NewHead, Message: p.Message, Paths: p.Paths, Time: p.Time, Decided: decided[p.ID],
+			Lane: verdicts[p.NewHead], Culprit: blamed[p.ID]}
 		for _, c := range conflicts[p.ID] {
 			tp.Conflicts = append(tp.Conflicts, tui.Conflict{Path: c.Path, Class: c.Class, MovedBy: c.MovedBy})
 		}

@@ -11,12 +11,16 @@ import (
 // order, side by side here so a new field is added to all three at once.
 
 var fleetCols = []string{"id", "name", "repo", "base_ref", "base", "head_ref", "head", "plan_file", "test",
-	"max_running", "cpu", "memory", "interval", "overlap", "created"}
+	"max_running", "cpu", "memory", "interval", "overlap", "created", "lane"}
 
-func fleetArgs(f supervisor.Fleet) []any {
+func fleetArgs(f supervisor.Fleet) ([]any, error) {
 	a := f.Admission
+	lane, err := jsonText("lane", f.Lane)
+	if err != nil {
+		return nil, err
+	}
 	return []any{1, f.Name, f.Repo, f.BaseRef, f.Base, f.HeadRef, f.Head, f.Plan, f.Test,
-		a.MaxRunning, a.CPU, a.Memory, int64(a.Interval), a.Overlap, nanos(f.Created)}
+		a.MaxRunning, a.CPU, a.Memory, int64(a.Interval), a.Overlap, nanos(f.Created), lane}, nil
 }
 
 func scanFleet(s scanner) (supervisor.Fleet, error) {
@@ -25,18 +29,22 @@ func scanFleet(s scanner) (supervisor.Fleet, error) {
 		id       int
 		interval int64
 		created  sql.NullInt64
+		lane     string
 	)
 	a := &f.Admission
 	err := s.Scan(&id, &f.Name, &f.Repo, &f.BaseRef, &f.Base, &f.HeadRef, &f.Head, &f.Plan, &f.Test,
-		&a.MaxRunning, &a.CPU, &a.Memory, &interval, &a.Overlap, &created)
+		&a.MaxRunning, &a.CPU, &a.Memory, &interval, &a.Overlap, &created, &lane)
+	if err != nil {
+		return f, err
+	}
 	a.Interval = durationOf(interval)
 	f.Created = fromNanos(created)
-	return f, err
+	return f, fromJSON("lane", lane, &f.Lane)
 }
 
 var taskCols = []string{"id", "prompt", "agent", "lifetime", "intent", "ports", "cpu", "memory", "pids",
 	"network", "env_files", "priority", "after_tasks", "retries", "state", "attempts", "reason",
-	"created", "updated", "budget_tokens", "budget_cost"}
+	"created", "updated", "budget_tokens", "budget_cost", "accept", "repairs"}
 
 func taskArgs(t supervisor.Task) ([]any, error) {
 	intent, err := jsonText("intent", t.Intent)
@@ -57,7 +65,7 @@ func taskArgs(t supervisor.Task) ([]any, error) {
 	}
 	return []any{t.ID, t.Prompt, t.Agent, string(t.Lifetime), intent, ports, t.CPU, t.Memory, t.Pids,
 		t.Network, env, t.Priority, after, t.Retries, string(t.State), t.Attempts, t.Reason,
-		nanos(t.Created), nanos(t.Updated), t.BudgetTokens, t.BudgetCost}, nil
+		nanos(t.Created), nanos(t.Updated), t.BudgetTokens, t.BudgetCost, t.Accept, t.Repairs}, nil
 }
 
 func scanTask(s scanner) (supervisor.Task, error) {
@@ -68,7 +76,7 @@ func scanTask(s scanner) (supervisor.Task, error) {
 	)
 	err := s.Scan(&t.ID, &t.Prompt, &t.Agent, &t.Lifetime, &intent, &ports, &t.CPU, &t.Memory, &t.Pids,
 		&t.Network, &env, &t.Priority, &after, &t.Retries, &t.State, &t.Attempts, &t.Reason,
-		&created, &updated, &t.BudgetTokens, &t.BudgetCost)
+		&created, &updated, &t.BudgetTokens, &t.BudgetCost, &t.Accept, &t.Repairs)
 	if err != nil {
 		return t, err
 	}
@@ -236,6 +244,32 @@ func scanModelCall(s scanner) (supervisor.ModelCall, error) {
 	}
 	c.Time, c.Reset, c.Latency = fromNanos(at), fromNanos(reset), durationOf(latency)
 	return c, fromJSON("limits", limits, &c.Limits)
+}
+
+var laneRunCols = []string{"id", "kind", "commit_id", "publish", "batch", "outcome", "culprit", "runs",
+	"session", "output", "record", "started", "ended"}
+
+func laneRunArgs(r supervisor.LaneRun) ([]any, error) {
+	batch, err := jsonText("batch", r.Batch)
+	if err != nil {
+		return nil, err
+	}
+	return []any{nullInt64(r.ID), r.Kind, r.Commit, r.Publish, batch, r.Outcome, r.Culprit, r.Runs,
+		r.Session, r.Output, r.Record, nanos(r.Started), nanos(r.Ended)}, nil
+}
+
+func scanLaneRun(s scanner) (supervisor.LaneRun, error) {
+	var (
+		r              supervisor.LaneRun
+		batch          string
+		started, ended sql.NullInt64
+	)
+	if err := s.Scan(&r.ID, &r.Kind, &r.Commit, &r.Publish, &batch, &r.Outcome, &r.Culprit, &r.Runs,
+		&r.Session, &r.Output, &r.Record, &started, &ended); err != nil {
+		return r, err
+	}
+	r.Started, r.Ended = fromNanos(started), fromNanos(ended)
+	return r, fromJSON("batch", batch, &r.Batch)
 }
 
 var eventCols = []string{"seq", "time", "kind", "task", "session", "data"}

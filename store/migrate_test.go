@@ -95,27 +95,29 @@ func TestMigrateUpFromOlderSchema(t *testing.T) {
 	if v, _ := old.SchemaVersion(); v != 1 {
 		t.Fatalf("openAt(1): version %d", v)
 	}
-	// The task row as version 1 wrote it: today's PutTask writes columns added since.
-	if _, err := old.w.Exec(`INSERT INTO tasks (id, prompt, agent, lifetime, intent, ports, cpu, memory, pids, network,
-		env_files, priority, after_tasks, retries, state, attempts, reason, created, updated)
-		VALUES ('checkout', 'do checkout', 'true', 'one-shot', '["cart/**","pricing/*.go"]', 'null', 0, 0, 0, '',
-		'null', 0, 'null', 0, 'queued', 0, '', ?, NULL)`, t0.UnixNano()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.w.Exec(`INSERT INTO intents (task, pos, glob) VALUES ('checkout', 0, 'cart/**'), ('checkout', 1, 'pricing/*.go')`); err != nil {
-		t.Fatal(err)
-	}
-	update(t, old, func(tx supervisor.Tx) error {
-		if err := tx.PutSession(session("checkout-1", "checkout")); err != nil {
-			return err
+	// Rows as version 1 wrote them, in its own columns: today's column lists have
+	// columns later migrations add.
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO tasks (id, prompt, agent, lifetime, intent, ports, cpu, memory, pids, network, env_files,
+			priority, after_tasks, retries, state, attempts, reason, created, updated)
+			VALUES ('checkout', '', '', 'one-shot', '["cart/**","pricing/*.go"]', 'null', 0, 0, 0, 'private', 'null',
+			0, 'null', 0, 'queued', 0, '', ?, ?)`, []any{t0.UnixNano(), t0.UnixNano()}},
+		{`INSERT INTO intents (task, pos, glob) VALUES ('checkout', 0, 'cart/**'), ('checkout', 1, 'pricing/*.go')`, nil},
+		{`INSERT INTO sessions (id, task, attempt, base, state, pid, cgroup, layer, recording, started, resumes)
+			VALUES ('checkout-1', 'checkout', 1, '', 'running', 0, '', '', '', ?, '')`, []any{t0.UnixNano()}},
+		{`INSERT INTO usage (session, time, cpu, cpu_percent, memory, memory_peak, oom_kills, throttled, pids)
+			VALUES ('checkout-1', ?, 0, 0, 42, 0, 0, 0, 0)`, []any{t0.UnixNano()}},
+		{`INSERT INTO publishes (task, session, outcome, base, head, new_head, paths, message, time)
+			VALUES ('checkout', 'checkout-1', 'escalated', '', '', '', 'null', '', ?)`, []any{t0.UnixNano()}},
+		{`INSERT INTO events (time, kind, task, session) VALUES (?, ?, 'checkout', '')`, []any{t0.UnixNano(), supervisor.EvTaskQueued}},
+	} {
+		if _, err := old.w.Exec(q.sql, q.args...); err != nil {
+			t.Fatalf("version-1 rows: %v", err)
 		}
-		if err := tx.AddUsage(supervisor.Usage{Session: "checkout-1", Time: t0, Memory: 42}); err != nil {
-			return err
-		}
-		_, err := tx.AddPublish(supervisor.Publish{Task: "checkout", Session: "checkout-1", Outcome: "escalated", Time: t0})
-		tx.Emit(supervisor.Event{Kind: supervisor.EvTaskQueued, Task: "checkout", Time: t0})
-		return err
-	})
+	}
 	if hasTable(t, old, "approvals") {
 		t.Fatal("version 1 already has approvals")
 	}

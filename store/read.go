@@ -32,6 +32,7 @@ var (
 	selectApprovals = selectFrom("approvals", approvalCols) + " ORDER BY id"
 	selectCalls     = selectFrom("model_calls", modelCallCols) + " ORDER BY id"
 	selectCallsOf   = selectFrom("model_calls", modelCallCols) + " WHERE session = ? ORDER BY id"
+	selectLaneRuns  = selectFrom("lane_runs", laneRunCols) + " ORDER BY id"
 	selectEvents    = selectFrom("events", eventCols) + " WHERE seq > ? ORDER BY seq LIMIT ?"
 )
 
@@ -159,6 +160,11 @@ func (r reader) ModelCalls(session string) ([]supervisor.ModelCall, error) {
 // Approvals returns every decision by id.
 func (r reader) Approvals() ([]supervisor.Approval, error) {
 	return list(r.q, "approvals", scanApproval, selectApprovals)
+}
+
+// LaneRuns returns the lane's runs by id.
+func (r reader) LaneRuns() ([]supervisor.LaneRun, error) {
+	return list(r.q, "lane runs", scanLaneRun, selectLaneRuns)
 }
 
 // Intents returns each task's declared globs in declaration order; tasks that declared

@@ -31,13 +31,19 @@ var (
 	insertConflict = insert("conflicts", conflictCols...)
 	insertApproval = insert("approvals", approvalCols...)
 	insertCall     = insert("model_calls", modelCallCols...)
+	insertLaneRun  = insert("lane_runs", laneRunCols...)
+	upsertLaneRun  = upsert("lane_runs", "id", laneRunCols...)
 	insertEvent    = insert("events", eventCols[1:]...) // seq is assigned by SQLite
 	insertIntent   = insert("intents", "task", "pos", "glob")
 )
 
 // PutFleet creates or replaces the fleet.
 func (t *writeTx) PutFleet(f supervisor.Fleet) error {
-	if _, err := t.q.Exec(upsertFleet, fleetArgs(f)...); err != nil {
+	args, err := fleetArgs(f)
+	if err != nil {
+		return fmt.Errorf("store: put fleet %q: %w", f.Name, err)
+	}
+	if _, err := t.q.Exec(upsertFleet, args...); err != nil {
 		return fmt.Errorf("store: put fleet %q: %w", f.Name, err)
 	}
 	return nil
@@ -204,6 +210,34 @@ func (t *writeTx) AddModelCalls(cs ...supervisor.ModelCall) error {
 		if err != nil {
 			return fmt.Errorf("store: add model call of session %q: %w", c.Session, err)
 		}
+	}
+	return nil
+}
+
+// AddLaneRun records a lane run and returns its id.
+func (t *writeTx) AddLaneRun(r supervisor.LaneRun) (int64, error) {
+	args, err := laneRunArgs(r)
+	if err != nil {
+		return 0, fmt.Errorf("store: add lane run of %.12s: %w", r.Commit, err)
+	}
+	res, err := t.q.Exec(insertLaneRun, args...)
+	if err != nil {
+		return 0, fmt.Errorf("store: add lane run of %.12s: %w", r.Commit, err)
+	}
+	return res.LastInsertId()
+}
+
+// PutLaneRun replaces a lane run by its (non-zero) id, e.g. with its outcome.
+func (t *writeTx) PutLaneRun(r supervisor.LaneRun) error {
+	if r.ID == 0 {
+		return fmt.Errorf("store: put lane run of %.12s: no id (use AddLaneRun)", r.Commit)
+	}
+	args, err := laneRunArgs(r)
+	if err != nil {
+		return fmt.Errorf("store: put lane run %d: %w", r.ID, err)
+	}
+	if _, err := t.q.Exec(upsertLaneRun, args...); err != nil {
+		return fmt.Errorf("store: put lane run %d: %w", r.ID, err)
 	}
 	return nil
 }

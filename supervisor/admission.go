@@ -16,6 +16,33 @@ type admissionView struct {
 	now        time.Time
 	overlaps   func(a, b Task) bool // nil: intents never overlap
 	quotaHold  string               // non-empty: the fleet quota is past its soft threshold, and why
+	gate       *laneGate            // nil: the lane does not narrow admission
+}
+
+// laneGate is how a red head narrows admission: no new session at all (stop), or only
+// tasks whose declared intent touches a path the culprit changed (paths). Repair
+// tasks are always let through: they are how the head turns green again.
+type laneGate struct {
+	mode   string   // NarrowStop or NarrowPaths
+	paths  []string // the culprit's paths
+	reason string   // e.g. "head a1b2c3 red since publish 5 (pricing)"
+	exempt string   // the culprit's task: its own retry is how a human or a revert fixes it
+}
+
+// blocks says why the gate holds t back, or "".
+func (g *laneGate) blocks(t Task) string {
+	if g == nil || t.Repairs != 0 || t.ID == g.exempt {
+		return ""
+	}
+	if g.mode == NarrowPaths {
+		for _, p := range g.paths {
+			if matchAny(t.Intent, p) {
+				return ""
+			}
+		}
+		return "lane red, admitting only tasks that touch the culprit's paths: " + g.reason
+	}
+	return "lane red, admission stopped: " + g.reason
 }
 
 // verdict is admission's answer for one queued task.
@@ -71,6 +98,9 @@ func admit(v admissionView) (next *Task, verdicts []verdict) {
 			vd.never, vd.reason = true, fmt.Sprintf("needs %s of memory; the fleet budget is %s", fmtBytes(t.Memory), fmtBytes(lim.Memory))
 		default:
 			vd.reason, vd.never = depsReason(t, byID)
+		}
+		if vd.reason == "" {
+			vd.reason = v.gate.blocks(t)
 		}
 		if vd.reason == "" {
 			switch {

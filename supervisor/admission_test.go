@@ -105,3 +105,42 @@ func TestAdmitSerializesOverlappingIntents(t *testing.T) {
 		t.Errorf("warn policy held an overlapping task back")
 	}
 }
+
+// A red head narrows admission: "stop" admits only repair tasks; "paths" admits tasks
+// whose intent touches a path the culprit changed (and repairs); no gate, no narrowing.
+func TestAdmitLaneGate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	pricing, docs, fix := task("pricing", 0, 0, 0), task("docs", 0, 0, 5), task("fix-pricing", 0, 0, 0)
+	pricing.Intent, docs.Intent = []string{"pricing/**"}, []string{"docs/**"}
+	fix.Repairs = 3
+	v := admissionView{limits: Admission{MaxRunning: 4}, now: now, live: map[string]bool{},
+		tasks: []Task{pricing, docs}}
+	if next, _ := admit(v); next == nil || next.ID != "docs" {
+		t.Fatalf("no gate: admitted %v, want docs (highest priority)", next)
+	}
+	v.gate = &laneGate{mode: NarrowStop, paths: []string{"pricing/shipping.go"}, reason: "head abc red since publish 5"}
+	next, verdicts := admit(v)
+	if next != nil {
+		t.Fatalf("stop: admitted %s", next.ID)
+	}
+	for _, vd := range verdicts {
+		if !strings.Contains(vd.reason, "admission stopped: head abc red since publish 5") || vd.never {
+			t.Errorf("stop: verdict %+v", vd)
+		}
+	}
+	v.tasks = append(v.tasks, fix)
+	if next, _ := admit(v); next == nil || next.ID != "fix-pricing" {
+		t.Errorf("stop: admitted %v, want the repair task", next)
+	}
+	v.tasks = v.tasks[:2]
+	v.gate.mode = NarrowPaths
+	next, verdicts = admit(v)
+	if next == nil || next.ID != "pricing" {
+		t.Fatalf("paths: admitted %v, want pricing (touches the culprit's path)", next)
+	}
+	for _, vd := range verdicts {
+		if vd.task.ID == "docs" && !strings.Contains(vd.reason, "only tasks that touch the culprit's paths") {
+			t.Errorf("paths: docs verdict %+v", vd)
+		}
+	}
+}

@@ -138,18 +138,33 @@ func (s *Supervisor) decide(a Approval, record bool) error {
 		}
 	}
 	ref := pendingRef(p.Session)
-	defer s.repo.Git("update-ref", "-d", ref) // decided: the held work is no longer needed
 	if a.Decision == DecisionDeny {
+		defer s.repo.Git("update-ref", "-d", ref) // decided: the held work is no longer needed
 		p.Outcome, p.Message = OutcomeDenied, strings.TrimSpace("denied: "+a.Reason)
 		t.State, t.Reason = TaskFailed, "publish denied: "+a.Reason
 		return s.saveDecision(t, p, nil, Event{Kind: EvPublishDenied, Task: t.ID, Session: p.Session,
 			Data: jsonData(map[string]any{"publish": p.ID, "reason": a.Reason})})
 	}
+	if s.preHolds(p.ID) {
+		return nil // approved already, and waiting in the lane's gate
+	}
 	pending, err := s.repo.Git("rev-parse", "--verify", ref)
 	if err != nil {
 		return fmt.Errorf("publish %d: held work %s: %w", p.ID, ref, err)
 	}
-	res, err := s.pub.Publish(PublishRequest{Task: *t, Session: sess, Pending: strings.TrimSpace(pending), Approved: true, Rules: s.planRules()})
+	req := PublishRequest{Task: *t, Session: sess, Pending: strings.TrimSpace(pending), Approved: true, Rules: s.planRules()}
+	if _, ok := s.preGated(); ok {
+		// Pre gating holds approved work to the same rule: it lands only on a green tree.
+		s.preEnqueue(req, p.ID, func(res PublishResult, err error) { s.applyApproval(t, p, ref, res, err) })
+		return nil
+	}
+	res, err := s.pub.Publish(req)
+	return s.applyApproval(t, p, ref, res, err)
+}
+
+// applyApproval records what re-running an approved publish did, and moves its task on.
+func (s *Supervisor) applyApproval(t *Task, p Publish, ref string, res PublishResult, err error) error {
+	defer s.repo.Git("update-ref", "-d", ref) // decided: the held work is no longer needed
 	if err != nil {
 		res = PublishResult{Outcome: OutcomeRejected, Message: err.Error()}
 	}
@@ -162,10 +177,13 @@ func (s *Supervisor) decide(a Approval, record bool) error {
 	switch res.Outcome {
 	case OutcomeAccepted, OutcomeMerged, OutcomeEmpty:
 		t.State, t.Reason = TaskDone, ""
-		return s.saveDecision(t, p, nil, approved, Event{Kind: EvTaskDone, Task: t.ID, Session: p.Session})
+		err := s.saveDecision(t, p, nil, approved, Event{Kind: EvTaskDone, Task: t.ID, Session: p.Session})
+		s.laneLanded(p)
+		return err
 	}
-	// The head moved under the escalation and the re-check found conflicts: the same
-	// path as any rejection, a fresh attempt at the new head or the inbox.
+	// The head moved under the escalation and the re-check found conflicts (or, pre
+	// gated, the lane failed it): the same path as any rejection, a fresh attempt at
+	// the new head or the inbox.
 	s.resolveMovedBy(res.Conflicts, res.Moves)
 	if err := s.saveDecision(t, p, res.Conflicts, approved); err != nil {
 		return err

@@ -33,7 +33,7 @@ func (s *Supervisor) admitNext() {
 	now := s.now()
 	next, verdicts := admit(admissionView{
 		limits: s.fleet.Admission, tasks: tasks, live: live,
-		lastLaunch: s.lastLaunch, now: now, overlaps: s.intentsOverlap, quotaHold: s.quotaHold(),
+		lastLaunch: s.lastLaunch, now: now, overlaps: s.intentsOverlap, quotaHold: s.quotaHold(), gate: s.laneGateNow(),
 	})
 	s.admitDue = 0
 	for _, v := range verdicts {
@@ -118,6 +118,9 @@ func (s *Supervisor) launch(t *Task, l launch) error {
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
 	}
+	if p := s.failureView(id); fileExists(p) {
+		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
+	}
 	// The workspace protocol: the session's own control socket, and corral itself.
 	user, err := sandbox.InvokingUser()
 	if err != nil {
@@ -199,7 +202,18 @@ func (s *Supervisor) agentCommand(t *Task, session string) ([]string, []string, 
 	if conflict != "" {
 		env = append(env, "CORRAL_CONFLICT="+conflict)
 	}
-	return []string{"/bin/sh", "-c", cmd.String()}, env, nil
+	if p := s.failureFile(t.ID); fileExists(p) {
+		view, err := s.exposeFile(p, s.failureView(session))
+		if err != nil {
+			return nil, nil, fmt.Errorf("task %s: failure report: %w", t.ID, err)
+		}
+		env = append(env, "CORRAL_FAILURE="+view)
+	}
+	argv := []string{"/bin/sh", "-c", cmd.String()}
+	if t.Accept != "" {
+		argv, env = acceptCommand(cmd.String(), t.Accept, env)
+	}
+	return argv, env, nil
 }
 
 // watch waits for the session's agent to exit and tells the loop.
@@ -227,6 +241,11 @@ func (s *Supervisor) onExit(ls *liveSession, st sandbox.ExitStatus) {
 	})
 	if code != 0 {
 		s.endSession(ls, true, SessionFailed, &code)
+		out, _ := ls.sb.Output().Since(0) // whole: the sandbox is down, its output drained
+		if report, ok := acceptFailure(code, out); ok && t.Accept != "" {
+			s.onAcceptFailed(t, ls.rec.ID, report)
+			return
+		}
 		s.failAttempt(t, ls.rec.ID, fmt.Sprintf("agent exited %d", code))
 		return
 	}
@@ -253,6 +272,21 @@ func (s *Supervisor) publishSessionMsg(ls *liveSession, code int, final bool, me
 	t.State = TaskPublishing
 	s.saveTask(t, Event{Kind: EvPublishQueued, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]int{"paths": len(cs)})})
 	req := PublishRequest{Task: *t, Session: ls.rec, Changes: cs, Rules: s.planRules(), Message: message}
+	if _, ok := s.preGated(); ok {
+		c := s.preEnqueue(req, 0, func(res PublishResult, err error) { s.onPublished(ls, code, final, req, res, err) })
+		if c != nil && final {
+			c.ls = ls
+			// The candidate holds the work now: the sandbox goes down and frees its
+			// admission slot while the lane tests; the layer waits for the verdict.
+			delete(s.sessions, ls.rec.ID)
+			if err := ls.sb.Destroy(true); err != nil {
+				s.log.Error("destroy gated session", "session", ls.rec.ID, "err", err)
+			}
+			ls.gated = true
+			s.kick()
+		}
+		return
+	}
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
@@ -307,9 +341,11 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 		s.saveTask(t, Event{Kind: EvTaskInbox, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]any{
 			"reason": t.Reason, "publish": p.ID})})
 	}
+	s.laneLanded(p)
 	if t.State == TaskDone {
-		// The conflict report served its retry; a later run of the task starts clean.
+		// The conflict and failure reports served their retry; a later run starts clean.
 		os.Remove(s.conflictFile(t.ID))
+		os.Remove(s.failureFile(t.ID))
 		s.saveTask(t, Event{Kind: EvTaskDone, Task: t.ID, Session: ls.rec.ID})
 	}
 	s.kick()
@@ -363,6 +399,16 @@ func (s *Supervisor) failAttempt(t *Task, session, reason string) {
 // endSession takes a live session down — its sandbox destroyed, its layer kept or
 // dropped — forgets it, and records its end. Every way a session ends goes through here.
 func (s *Supervisor) endSession(ls *liveSession, keepLayer bool, state SessionState, code *int) {
+	if ls.gated {
+		// Its sandbox went down when its candidate entered the lane's gate.
+		if !keepLayer {
+			if err := sandbox.DiscardSession(s.repo, ls.rec.ID); err != nil {
+				s.log.Error("drop gated session's layer", "session", ls.rec.ID, "err", err)
+			}
+		}
+		s.finishSession(ls, state, code)
+		return
+	}
 	delete(s.sessions, ls.rec.ID)
 	if err := ls.sb.Destroy(keepLayer); err != nil {
 		s.log.Error("destroy session", "session", ls.rec.ID, "err", err)
@@ -374,6 +420,7 @@ func (s *Supervisor) endSession(ls *liveSession, keepLayer bool, state SessionSt
 func (s *Supervisor) finishSession(ls *liveSession, state SessionState, code *int) {
 	os.Remove(s.conflictView(ls.rec.ID))
 	s.closeProtocol(ls)
+	os.Remove(s.failureView(ls.rec.ID))
 	ls.rec.State, ls.rec.ExitCode, ls.rec.Ended, ls.rec.Pid = state, code, s.now(), 0
 	_, err := s.commit(func(tx Tx) error {
 		for _, lid := range ls.leases {

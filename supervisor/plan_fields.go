@@ -17,7 +17,8 @@ import (
 var (
 	planTopKeys   = []string{"fleet", "defaults", "task", "policy", "gateway"}
 	planFleetKeys = []string{"name", "repo", "base", "head", "test", "max_running", "cpu", "memory", "launch_interval", "overlap",
-		"handoffs", "needs_input_after"}
+		"handoffs", "needs_input_after",
+		"gating", "on_red", "narrow", "test_reruns", "test_parallel", "test_timeout", "test_cpu", "test_memory", "test_every_head"}
 	// planAliases point words users bring from other tools at ours.
 	planAliases = map[string]string{
 		"tasks": "task", "default": "defaults",
@@ -26,6 +27,8 @@ var (
 		"paths": "intent", "globs": "intent", "files": "intent", "intents": "intent",
 		"mem": "memory", "cpus": "cpu", "port": "ports", "branch": "head",
 		"concurrency": "max_running", "parallel": "max_running", "max_parallel": "max_running",
+		"test_command": "test", "tests": "test", "gate": "gating", "reruns": "test_reruns", "retest": "test_reruns",
+		"acceptance": "accept", "check": "accept",
 	}
 )
 
@@ -105,6 +108,13 @@ var planTaskFields = []planTaskField{
 			t.BudgetCost = n
 		}
 	}, func(dst, src *Task) { dst.BudgetCost = src.BudgetCost }},
+	{"accept", func(d *planDecoder, f string, v any, t *Task) {
+		if s, ok := d.str(f, v); ok && strings.TrimSpace(s) == "" {
+			d.problem(f, "empty command (leave accept out for no check)")
+		} else {
+			t.Accept = s
+		}
+	}, func(dst, src *Task) { dst.Accept = src.Accept }},
 }
 
 func planTaskKeys() []string {
@@ -286,7 +296,7 @@ func (d *planDecoder) decodeTasks(def *planTask) []*planTask {
 // checkRepo resolves it.
 func (d *planDecoder) decodeFleet(cfg planConfig) Fleet {
 	f := Fleet{
-		Repo: ".", BaseRef: "HEAD", HeadRef: "corral/head",
+		Repo: ".", BaseRef: "HEAD", HeadRef: "corral/head", Lane: DefaultLane(),
 		Admission: Admission{MaxRunning: 4, CPU: cfg.hostCPU, Memory: cfg.planHostMemory, Interval: time.Second, Overlap: "warn"},
 	}
 	v, ok := d.root["fleet"]
@@ -351,6 +361,7 @@ func (d *planDecoder) decodeFleet(cfg planConfig) Fleet {
 			a.Overlap = s
 		}
 	}
+	d.decodeLane(table, &f)
 	return f
 }
 

@@ -205,7 +205,7 @@ func TestPlanBroken(t *testing.T) {
 	repo := newPlanRepo(t, planShopFiles)
 	for _, name := range []string{
 		"broken-syntax.toml", "broken-keys.toml", "broken-values.toml", "broken-tasks.toml",
-		"broken-agent.toml", "broken-repo.toml", "broken-base.toml", "broken-intent.toml",
+		"broken-agent.toml", "broken-repo.toml", "broken-base.toml", "broken-intent.toml", "broken-lane.toml",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseExample(t, name, repo)

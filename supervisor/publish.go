@@ -47,6 +47,11 @@ type PublishRequest struct {
 	// Message, when set, is the commit's subject instead of the task's prompt (an
 	// agent's `corral ctl publish --message`).
 	Message string
+	// Onto, when set, makes the publish a candidate (pre gating): the changeset is
+	// integrated onto this commit instead of the head, the resulting commit is returned
+	// as NewHead without moving the head (Land moves it later), and the session's work
+	// is kept as Pending (base plus its changes) so it can be rebuilt onto another commit.
+	Onto string
 }
 
 // PublishResult is what a publish did.
@@ -108,6 +113,9 @@ func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 		// cannot find, so refuse before writing any.
 		return PublishResult{}, fmt.Errorf("publish %s: head %s: only SHA-1 repositories are supported", req.Session.ID, head)
 	}
+	if req.Onto != "" {
+		head = req.Onto
+	}
 	res := PublishResult{Head: head}
 	base := req.Session.Base
 	var ours []oursEntry
@@ -161,6 +169,17 @@ func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 		res.Outcome, res.Message = OutcomeEmpty, "the head already has these changes"
 		return res, nil
 	}
+	if req.Onto != "" {
+		res.Pending = req.Pending
+		if res.Pending == "" {
+			if res.Pending, err = g.keepWork(req, base, ours, candidateRef(req.Session.ID)); err != nil {
+				return res, fmt.Errorf("publish %s: %w", req.Session.ID, err)
+			}
+		}
+		res.Outcome, res.NewHead = outcome, commit
+		res.Message = fmt.Sprintf("%d path(s), candidate on %.12s", len(ours), head)
+		return res, nil
+	}
 	if _, err := g.git(nil, nil, "update-ref", "-m", "corral publish "+req.Session.ID, ref, commit, head); err != nil {
 		return res, fmt.Errorf("publish %s: move head %.12s→%.12s: %w", req.Session.ID, head, commit, err)
 	}
@@ -170,6 +189,29 @@ func (g *GitPublisher) Publish(req PublishRequest) (PublishResult, error) {
 		res.Message += ", merged " + strings.Join(plan.merged, ", ")
 	}
 	return res, nil
+}
+
+// candidateRef keeps a pre-gated publish's work until it lands or is rejected.
+func candidateRef(session string) string { return "refs/corral/candidates/" + session }
+
+// Land moves the head from old to a candidate commit Publish built with Onto = old,
+// by compare-and-swap: it fails, and nothing moves, if the head is not at old or the
+// candidate was not built on old (each landed publish stays one commit on the head).
+func (g *GitPublisher) Land(commit, old string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if parent, err := g.git(nil, nil, "rev-parse", "--verify", commit+"^"); err != nil || parent != old {
+		return fmt.Errorf("land %.12s: built on %.12s, not on %.12s (%v)", commit, parent, old, err)
+	}
+	if _, err := g.git(nil, nil, "update-ref", "-m", "corral land "+commit, "refs/heads/"+g.HeadRef, commit, old); err != nil {
+		return fmt.Errorf("land %.12s on %.12s: %w", commit, old, err)
+	}
+	return nil
+}
+
+// Forget drops the ref that kept a candidate's work.
+func (g *GitPublisher) Forget(session string) {
+	g.git(nil, nil, "update-ref", "-d", candidateRef(session))
 }
 
 // policy puts the request's rules ahead of the publisher's (or the defaults).

@@ -236,6 +236,11 @@ func (g *GitPublisher) commit(req PublishRequest, head string, ours []oursEntry,
 // pendingCommit records an escalated publish's work — base plus ours — as a commit
 // under refs/corral/escalated/, so it survives the session's layer and gc.
 func (g *GitPublisher) pendingCommit(req PublishRequest, base string, ours []oursEntry) (string, error) {
+	return g.keepWork(req, base, ours, "refs/corral/escalated/"+req.Session.ID)
+}
+
+// keepWork writes base plus ours as a commit and points ref at it.
+func (g *GitPublisher) keepWork(req PublishRequest, base string, ours []oursEntry, ref string) (string, error) {
 	tree, err := g.writeTree(base, ours)
 	if err != nil {
 		return "", err
@@ -246,7 +251,7 @@ func (g *GitPublisher) pendingCommit(req PublishRequest, base string, ours []our
 	if err != nil {
 		return "", err
 	}
-	if _, err := g.git(nil, nil, "update-ref", "refs/corral/escalated/"+req.Session.ID, commit); err != nil {
+	if _, err := g.git(nil, nil, "update-ref", ref, commit); err != nil {
 		return "", err
 	}
 	return commit, nil

@@ -74,6 +74,7 @@ type Fleet struct {
 	Head      string    `json:"head"`     // current head commit
 	Plan      string    `json:"plan"`     // plan file path, "" when added by hand
 	Test      string    `json:"test"`     // integration test command
+	Lane      Lane      `json:"lane"`     // how the integration lane runs Test and steers the fleet
 	Admission Admission `json:"admission"`
 	Created   time.Time `json:"created"`
 }
@@ -91,9 +92,11 @@ type Task struct {
 	Pids     int64    `json:"pids"`
 	Network  string   `json:"network"` // "private" or "host"
 	EnvFiles []string `json:"env_files"`
-	Priority int      `json:"priority"` // higher starts first
-	After    []string `json:"after"`    // tasks that must be done first
-	Retries  int      `json:"retries"`  // further attempts after a failed one
+	Priority int      `json:"priority"`          // higher starts first
+	After    []string `json:"after"`             // tasks that must be done first
+	Retries  int      `json:"retries"`           // further attempts after a failed one
+	Accept   string   `json:"accept,omitempty"`  // acceptance check run in the session before it publishes
+	Repairs  int64    `json:"repairs,omitempty"` // the red lane run this task was opened to repair
 	// Budget caps the task's model spend over all its attempts; over it, its session
 	// pauses and the task goes to the inbox.
 	BudgetTokens int64     `json:"budget_tokens,omitempty"`

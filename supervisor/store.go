@@ -45,6 +45,8 @@ type Reader interface {
 	// ModelCalls returns the metered calls of a session ("" for every session), in
 	// the order they were recorded.
 	ModelCalls(session string) ([]ModelCall, error)
+	// LaneRuns returns the integration lane's runs by id (the order they started).
+	LaneRuns() ([]LaneRun, error)
 	// Intents returns the declared path globs of every task, by task id.
 	Intents() (map[string][]string, error)
 	// Events returns up to limit events with Seq > after, in order.
@@ -71,5 +73,7 @@ type Tx interface {
 	AddModelCalls(...ModelCall) error
 	AddInboxItem(InboxItem) (int64, error)
 	PutInboxItem(InboxItem) error
+	AddLaneRun(LaneRun) (int64, error)
+	PutLaneRun(LaneRun) error
 	Emit(Event)
 }

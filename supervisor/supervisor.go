@@ -85,6 +85,7 @@ type Supervisor struct {
 	spendTask    map[string]Spend
 	spendSession map[string]Spend
 	quota        *quotaState
+	lane         laneState // the integration lane (lane.go)
 
 	inbox   chan func()
 	wake    chan struct{}
@@ -111,6 +112,7 @@ type liveSession struct {
 	exposed map[int]bool              // ports exposed by `ctl lease` after the start
 	relays  map[string]*sandbox.Relay // other sessions' services reachable inside, by lease name
 	quiet   chan struct{}             // closed to stop the needs-input watcher
+	gated   bool                      // pre gating: its sandbox is down, its candidate waits for the lane
 }
 
 // New opens the fleet: it creates its head branch and records if they do not exist,
@@ -156,6 +158,9 @@ func New(cfg Config) (*Supervisor, error) {
 	if err := s.openGateway(); err != nil {
 		return nil, err
 	}
+	if err := s.laneInit(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -173,6 +178,10 @@ func (s *Supervisor) openFleet() error {
 		// Limits may be changed by editing the plan between runs.
 		if s.cfg.Fleet.Admission != (Admission{}) {
 			s.fleet.Admission = s.cfg.Fleet.Admission
+		}
+		// So may the lane's test and policy.
+		if s.cfg.Fleet.Test != "" {
+			s.fleet.Test, s.fleet.Lane = s.cfg.Fleet.Test, s.cfg.Fleet.Lane
 		}
 	case errors.Is(err, ErrNotFound):
 		f := s.cfg.Fleet
@@ -291,6 +300,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
 	go s.runProbe(probeCtx)
+	s.locked(s.laneKick) // heads a previous run landed but did not judge
 	sample := time.NewTicker(s.cfg.SampleEvery)
 	defer sample.Stop()
 	// Admission runs after every message; besides, it wakes when a staged launch is due
@@ -366,6 +376,21 @@ func (s *Supervisor) finished() (finished, allDone bool) {
 				finished = false
 			}
 		}
+		if s.laneBusy() {
+			finished = false
+		}
+		// While the head is red and nothing is under way to fix it (a hold), tasks the
+		// gate holds back wait for a human like the inbox's.
+		if !finished && len(s.sessions) == 0 && !s.laneBusy() && s.lane.red != nil && !s.repairPending() {
+			finished = true
+			gate := s.laneGateNow()
+			for _, id := range s.order {
+				t := s.tasks[id]
+				if !t.State.Ended() && t.State != TaskInbox && t.State != TaskInterrupted && gate.blocks(*t) == "" {
+					finished = false
+				}
+			}
+		}
 	})
 	return finished, allDone
 }
@@ -425,6 +450,7 @@ func (s *Supervisor) shutdown() {
 		}
 	}
 	s.bgWG.Wait()
+	s.preShutdown()
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -61,6 +61,7 @@ type FleetState struct {
 	CostPerAccepted float64
 	Quota           *QuotaView // nil without a [gateway.quota]
 	Held            []string   // sessions whose next model request the gateway holds
+	Lane            LaneStatus
 }
 
 // State returns the fleet as the loop sees it now.
@@ -68,6 +69,7 @@ func (s *Supervisor) State() FleetState {
 	var st FleetState
 	s.call(func() {
 		st.Fleet = s.fleet
+		st.Lane = s.laneStatus()
 		for _, id := range s.order {
 			st.Tasks = append(st.Tasks, *s.tasks[id])
 		}

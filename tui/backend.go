@@ -74,6 +74,7 @@ type Snapshot struct {
 	Inbox       []InboxItem
 	Events      []Event // recent, oldest first
 	Taken       time.Time
+	Lane        LaneStatus // the integration lane; zero when the fleet has no test
 	// Model spend through the gateway, and the fleet quota (nil without one).
 	ModelCalls  int
 	ModelTokens int64
@@ -89,6 +90,15 @@ type Quota struct {
 	Window     time.Duration
 	Reset      time.Time
 	Fallback   bool // on the fallback upstream
+}
+
+// LaneStatus is the integration lane's verdict on the head, for the header.
+type LaneStatus struct {
+	Outcome  string // green, red, flaky, testing, untested; "" without a lane
+	Culprit  int64  // red: the publish blamed
+	Task     string // red: its task
+	Narrowed string // red: how admission is narrowed (stop, paths)
+	Queue    int    // pre gating: candidates waiting
 }
 
 // TaskRow is one task with its live session's figures.
@@ -140,6 +150,8 @@ type Publish struct {
 	Conflicts []Conflict
 	Time      time.Time
 	Decided   string // approve/deny once a human decided an escalation
+	Lane      string // the lane's verdict on the commit it landed (green, red, flaky, skipped, running)
+	Culprit   bool   // the lane blamed this publish for turning the head red
 }
 
 // Conflict is one reason a publish was rejected.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"corral/themes"
 )
@@ -277,5 +278,35 @@ func TestRebaseKeyAppliesOnlyBehindAndConfirms(t *testing.T) {
 	}
 	if !strings.Contains(m.status, "conflicts: a.go (content)") {
 		t.Fatalf("status %q does not say what the rebase left", m.status)
+	}
+}
+
+// The header says what the lane thinks of the head; the publishes pane marks each
+// publish's verdict and the culprit.
+func TestLaneInHeaderAndPublishes(t *testing.T) {
+	m, _ := newTestModel(t, 140, 35)
+	if strings.Contains(m.header(), "green") {
+		t.Fatalf("a fleet without a lane shows a verdict: %s", m.header())
+	}
+	m.snap.Lane = LaneStatus{Outcome: "green"}
+	if h := ansi.Strip(m.header()); !strings.Contains(h, "head corral/head d51a129 green") {
+		t.Errorf("header %q, want the head green", h)
+	}
+	m.snap.Lane = LaneStatus{Outcome: "red", Culprit: 5, Task: "pricing", Narrowed: "stop"}
+	if h := ansi.Strip(m.header()); !strings.Contains(h, "red since #5 (pricing) admission stop") {
+		t.Errorf("header %q, want red with the culprit and the narrowing", h)
+	}
+	snap := m.snap
+	snap.Publishes = []Publish{
+		{ID: 4, Task: "docs", Outcome: "accepted", Head: "a", NewHead: "b", Lane: "green"},
+		{ID: 5, Task: "pricing", Outcome: "accepted", Head: "b", NewHead: "c", Lane: "red", Culprit: true},
+		{ID: 6, Task: "seo", Outcome: "accepted", Head: "c", NewHead: "d", Lane: "skipped"},
+	}
+	rows := renderPublishes(&viewData{snap: &snap, styles: m.styles}, 100)
+	want := []string{"#6", "·", "#5", "✗culprit", "#4", "✓"}
+	for i, r := range rows {
+		if !strings.Contains(r.text, want[2*i]) || !strings.Contains(r.text, want[2*i+1]) {
+			t.Errorf("row %d %q, want %q and %q", i, r.text, want[2*i], want[2*i+1])
+		}
 	}
 }

@@ -24,8 +24,9 @@ func renderPublishes(d *viewData, w int) []row {
 		if p.Decided != "" {
 			rest = " (" + p.Decided + "d)" + rest
 		}
-		rows = append(rows, row{text: st.F.Text.Render(line) + st.FState(p.Outcome).Render(fmt.Sprintf("%-9s", p.Outcome)) +
-			st.F.Muted.Render(fit(rest, w-len(line)-9)), task: p.Task, publish: p.ID})
+		lane, lw := laneMark(d, p)
+		rows = append(rows, row{text: st.F.Text.Render(line) + st.FState(p.Outcome).Render(fmt.Sprintf("%-9s", p.Outcome)) + lane +
+			st.F.Muted.Render(fit(rest, w-len(line)-9-lw)), task: p.Task, publish: p.ID})
 		for _, c := range p.Conflicts {
 			by := ""
 			if c.MovedBy != 0 {
@@ -35,6 +36,30 @@ func renderPublishes(d *viewData, w int) []row {
 		}
 	}
 	return rows
+}
+
+// laneMark is a publish's lane verdict as a short mark and its width: "✓" green,
+// "✗" red (with "culprit" when blamed), "~" flaky, "…" being tested.
+func laneMark(d *viewData, p Publish) (string, int) {
+	var mark, style string
+	switch p.Lane {
+	case "green":
+		mark, style = " ✓", "accepted"
+	case "red":
+		mark, style = " ✗", "rejected"
+	case "flaky":
+		mark, style = " ~flaky", "escalated"
+	case "running":
+		mark, style = " …", "queued"
+	case "skipped":
+		mark, style = " ·", "empty" // covered by a later head's run
+	default:
+		return "", 0
+	}
+	if p.Culprit {
+		mark, style = " ✗culprit", "rejected"
+	}
+	return d.styles.FState(style).Render(mark), len([]rune(mark))
 }
 
 func renderInbox(d *viewData, w int) []row {

@@ -210,6 +210,35 @@ func (c *clipper) screen(s string, w, h int) string {
 	return strings.Join(lines, "\n")
 }
 
+// laneHeader is the lane's verdict on the head: "green", or "red since #5 (pricing),
+// admission stop" — the reason new sessions are not starting.
+func (m *Model) laneHeader() string {
+	st, l := m.styles, m.snap.Lane
+	var out string
+	switch l.Outcome {
+	case "":
+		return ""
+	case "green":
+		out = st.State("accepted").Render(" green")
+	case "red":
+		out = st.State("rejected").Render(" red")
+		if l.Culprit != 0 {
+			out += st.State("rejected").Render(fmt.Sprintf(" since #%d (%s)", l.Culprit, l.Task))
+		}
+		if l.Narrowed != "" {
+			out += st.Warn.Render(" admission " + l.Narrowed)
+		}
+	case "flaky":
+		out = st.State("escalated").Render(" flaky")
+	default:
+		out = st.Muted.Render(" " + l.Outcome)
+	}
+	if l.Queue > 0 {
+		out += st.Muted.Render(fmt.Sprintf(" (%d in the gate)", l.Queue))
+	}
+	return out
+}
+
 // header is the fleet at a glance: head, counts, budget gauges, the inbox.
 func (m *Model) header() string {
 	st, s := m.styles, &m.snap
@@ -222,7 +251,7 @@ func (m *Model) header() string {
 		memUsed += int64(t.Memory)
 	}
 	line1 := st.Header.Render("corral ") + st.Title.Render(s.Fleet) +
-		st.Muted.Render(fmt.Sprintf("  head %s %s", s.HeadRef, short(s.Head)))
+		st.Muted.Render(fmt.Sprintf("  head %s %s", s.HeadRef, short(s.Head))) + m.laneHeader()
 	if n := len(s.Inbox); n > 0 {
 		line1 += "  " + st.State("inbox").Render(fmt.Sprintf("⚑ inbox %d", n))
 	} else {
