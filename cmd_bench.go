@@ -24,10 +24,10 @@ import (
 // otherwise use, printed with their ratios.
 func runBench(args []string, stdout, stderr io.Writer) error {
 	benches := map[string]func([]string, io.Writer, io.Writer) error{
-		"sandbox": benchSandbox, "supervisor": benchSupervisor, "publish": benchPublish,
+		"sandbox": benchSandbox, "supervisor": benchSupervisor, "publish": benchPublish, "replay": benchReplay,
 	}
 	if len(args) == 0 || benches[args[0]] == nil {
-		return badInput("want: bench sandbox|supervisor|publish [flags]")
+		return badInput("want: bench sandbox|supervisor|publish|replay [flags]")
 	}
 	return benches[args[0]](args[1:], stdout, stderr)
 }

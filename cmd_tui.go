@@ -336,6 +336,27 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	if err != nil {
 		return snap, err
 	}
+	fillSnapshot(&snap, snapshotInput{state: st, leases: leases, publishes: pubs, approvals: approvals,
+		conflicts: conflicts, behind: b.behind, heldDiff: b.heldDiff})
+	return snap, nil
+}
+
+// snapshotInput is what a picture of the fleet is made from: the supervisor's state
+// and the store's records, live (tuiBackend) or as they were at a moment of a recorded
+// run (replay), so both show the same panes for the same fleet.
+type snapshotInput struct {
+	state     supervisor.FleetState
+	leases    []supervisor.Lease // held
+	publishes []supervisor.Publish
+	approvals []supervisor.Approval
+	conflicts map[int64][]supervisor.Conflict
+	behind    func(base, head string) int
+	heldDiff  func(supervisor.Publish) []string
+}
+
+// fillSnapshot fills the task rows, leases, publishes and inbox of snap.
+func fillSnapshot(snap *tui.Snapshot, in snapshotInput) {
+	st, leases, pubs, approvals, conflicts := in.state, in.leases, in.publishes, in.approvals, in.conflicts
 	decided := map[int64]string{}
 	for _, a := range approvals {
 		decided[a.Publish] = a.Decision
@@ -362,7 +383,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base}
 		if s, ok := live[t.ID]; ok {
 			row.Session, row.Base = s.ID, s.Base
-			row.Behind = b.behind(s.Base, st.Fleet.Head)
+			row.Behind = in.behind(s.Base, st.Fleet.Head)
 			u := st.Usage[s.ID]
 			row.CPUPercent, row.Memory, row.OOMKills, row.Throttled = u.CPUPercent, u.Memory, u.OOMKills, u.Throttled
 			for _, l := range leases {
@@ -381,7 +402,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			if p, ok := lastPub[t.ID]; ok && p.Outcome == supervisor.OutcomeEscalated && decided[p.ID] == "" {
 				item.Publish, item.Paths = p.ID, p.Paths
 				item.What = "escalated publish waits for approval (a approves, d denies): " + p.Message
-				item.Diff = b.heldDiff(p)
+				item.Diff = in.heldDiff(p)
 			}
 			snap.Inbox = append(snap.Inbox, item)
 		case supervisor.TaskFailed:
@@ -393,5 +414,4 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			snap.Inbox = append(snap.Inbox, tui.InboxItem{Task: t.ID, What: "interrupted: p resumes it over its kept layer"})
 		}
 	}
-	return snap, nil
 }

@@ -48,11 +48,15 @@ func commands() []command {
 		{"sandbox", "run one command in a sandbox by hand: sandbox run --repo DIR -- CMD…", runSandbox},
 		{"tui", "open a plan's fleet in the terminal UI: tui PLAN", runTUI},
 		{"demo", "run the sample shop's story with scripted agents: demo [--headless]", runDemo},
-		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox|supervisor|publish", runBench},
+		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox|supervisor|publish|replay", runBench},
 		{"policy", "say which path rule integrates a path: policy explain PATH… [--plan PLAN]", runPolicy},
 		{"publish", "list publishes, show one with its held diff: publish ls | publish show ID", runPublish},
 		{"approve", "land an escalated publish: approve ID", runApprove},
 		{"deny", "turn an escalated publish down: deny ID --why REASON", runDeny},
+		{"replay", "watch a recorded run again: replay [RUN] [--at TIME] | replay --session ID", runReplay},
+		{"report", "measure a run: report [RUN] [--json|--markdown] [--vs RUN] [--gantt] [--svg FILE] | report --runs", runReport},
+		{"export", "write a session's terminal as asciicast v2: export SESSION [-o FILE]", runExport},
+		{"gc", "remove old runs' recordings and unused snapshots: gc [--dry-run]", runGC},
 	}
 }
 

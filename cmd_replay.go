@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"corral/sandbox"
+	"corral/store"
+	"corral/supervisor"
+	"corral/tui"
+)
+
+// runReplay is `corral replay [RUN]`: the TUI over a recorded run, with time controls;
+// `--session ID` plays one agent's terminal instead.
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("replay", stderr)
+	repoDir := fs.String("repo", ".", "the git repository")
+	session := fs.String("session", "", "play this session's terminal only")
+	speed := fs.Float64("speed", 1, "playback speed of --session (1 to 64)")
+	at := fs.String("at", "", "start at this time: 15:04:05, an offset from the start (90s) or +/-DURATION")
+	if err := parseFlags(fs, reorderValueFlags(args, "repo", "session", "speed", "at")); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return badInput("replay: want at most one RUN (corral report --runs lists them)")
+	}
+	repo, _, db, h, err := loadRun(*repoDir, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if *session != "" {
+		if *speed < 1 || *speed > 64 {
+			return badInput("--speed %g: want 1 to 64", *speed)
+		}
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		defer cancel()
+		return playSession(ctx, stdout, h, *session, *speed, *at)
+	}
+	b := newReplayBackend(repo, db, h)
+	defer b.Close()
+	if *at != "" {
+		start, end := b.Bounds()
+		t, err := tui.ParseReplayTime(*at, start, end, start)
+		if err != nil {
+			return badInput("--at: %v", err)
+		}
+		b.Seek(t)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer cancel()
+	model := tui.New(b, tui.Options{Theme: pickTheme(), SkinDir: skinDir()})
+	p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(20))
+	_, err = p.Run()
+	model.Close()
+	if errors.Is(err, tea.ErrProgramKilled) || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// replayBackend is tui.Replayer over a run's history: read-only, it shows the fleet as
+// it was at its cursor, and each session's recorded terminal up to it.
+type replayBackend struct {
+	repo sandbox.Repo
+	db   *store.ReadOnly
+	h    *supervisor.History
+
+	mu          sync.Mutex
+	cursor      time.Time
+	casts       map[string]*sandbox.Cast // opened (and indexed) when first shown
+	behindCache map[[2]string]int
+}
+
+func newReplayBackend(repo sandbox.Repo, db *store.ReadOnly, h *supervisor.History) *replayBackend {
+	return &replayBackend{repo: repo, db: db, h: h, cursor: h.Start(), casts: map[string]*sandbox.Cast{},
+		behindCache: map[[2]string]int{}}
+}
+
+var _ tui.Replayer = (*replayBackend)(nil)
+
+func (b *replayBackend) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.casts {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+func (b *replayBackend) Bounds() (time.Time, time.Time) { return b.h.Start(), b.h.End() }
+
+func (b *replayBackend) Cursor() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cursor
+}
+
+func (b *replayBackend) Seek(t time.Time) {
+	start, end := b.Bounds()
+	if t.Before(start) {
+		t = start
+	}
+	if t.After(end) {
+		t = end
+	}
+	b.mu.Lock()
+	b.cursor = t
+	b.mu.Unlock()
+}
+
+// FindEvent looks from the cursor: the events at the cursor's time count as passed.
+func (b *replayBackend) FindEvent(dir int, kinds ...string) (tui.Event, bool) {
+	n := b.h.EventsUntil(b.Cursor()) // events[:n] have happened
+	from := n - 1
+	if dir < 0 {
+		// The previous event is the one before the last that happened, so that
+		// stepping back from an event lands on the one before it.
+		from = n - 1
+	}
+	i := b.h.FindEvent(from, dir, kinds...)
+	if i < 0 {
+		return tui.Event{}, false
+	}
+	return tuiEvent(b.h.Events[i]), true
+}
+
+func (b *replayBackend) Subscribe() (<-chan tui.Event, func()) {
+	// Nothing happens live in a replay: the timeline comes with each snapshot.
+	ch := make(chan tui.Event)
+	var once sync.Once
+	return ch, func() { once.Do(func() { close(ch) }) }
+}
+
+func (b *replayBackend) Input(string) (io.Writer, bool) { return nil, false }
+
+func (b *replayBackend) Act(a tui.Action) error {
+	return fmt.Errorf("%w: this is a replay, it never changes the fleet", tui.ErrNotApplicable)
+}
+
+// Snapshot is the fleet at the cursor, built as the live TUI builds its own.
+func (b *replayBackend) Snapshot() (tui.Snapshot, error) {
+	return b.snapshotAt(b.Cursor())
+}
+
+func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
+	m := b.h.At(t)
+	st := m.State
+	snap := tui.Snapshot{
+		Fleet: st.Fleet.Name, HeadRef: st.Fleet.HeadRef, Head: st.Fleet.Head,
+		CPUBudget: st.Fleet.Admission.CPU, MemBudget: st.Fleet.Admission.Memory,
+		ReservedCPU: st.ReservedCPU, ReservedMem: st.ReservedMemory,
+		Usage: map[string][]tui.UsagePoint{}, Taken: t,
+	}
+	for _, s := range st.Sessions {
+		us, err := b.db.UsageBefore(s.ID, t, 60)
+		if err != nil {
+			return snap, err
+		}
+		// Samples older than a minute are not what the pane showed at t.
+		var pts []tui.UsagePoint
+		for _, u := range us {
+			if t.Sub(u.Time) <= time.Minute {
+				pts = append(pts, tui.UsagePoint{CPUPercent: u.CPUPercent, Memory: u.Memory})
+			}
+		}
+		if len(pts) > 0 {
+			snap.Usage[s.ID] = pts
+			st.Usage[s.ID] = us[len(us)-1]
+		}
+	}
+	evs := b.h.Events[:m.Events]
+	if len(evs) > 300 {
+		evs = evs[len(evs)-300:]
+	}
+	for _, e := range evs {
+		snap.Events = append(snap.Events, tuiEvent(e))
+	}
+	fillSnapshot(&snap, snapshotInput{state: st, leases: m.Leases, publishes: m.Publishes, approvals: m.Approvals,
+		conflicts: b.h.Conflicts, behind: b.behind, heldDiff: b.heldDiff})
+	return snap, nil
+}
+
+// behind counts the commits on head since base (git reads only).
+func (b *replayBackend) behind(base, head string) int {
+	if base == "" || head == "" || base == head {
+		return 0
+	}
+	k := [2]string{base, head}
+	b.mu.Lock()
+	n, ok := b.behindCache[k]
+	b.mu.Unlock()
+	if ok {
+		return n
+	}
+	if out, err := b.repo.Git("rev-list", "--count", base+".."+head); err == nil {
+		fmt.Sscan(strings.TrimSpace(out), &n)
+	}
+	b.mu.Lock()
+	b.behindCache[k] = n
+	b.mu.Unlock()
+	return n
+}
+
+// heldDiff is an escalated publish's diff while its held work still exists.
+func (b *replayBackend) heldDiff(p supervisor.Publish) []string {
+	out, err := b.repo.Git("diff", "--no-color", "--stat", p.Base, "refs/corral/escalated/"+p.Session)
+	if err != nil {
+		return []string{"(the held work is gone: the publish was decided)"}
+	}
+	return strings.Split(strings.TrimRight(out, "\n"), "\n")
+}
+
+// cast opens a session's recording once.
+func (b *replayBackend) cast(session string) (*sandbox.Cast, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.casts[session]; ok {
+		return c, c != nil
+	}
+	var c *sandbox.Cast
+	if rec, ok := b.h.Session(session); ok && rec.Recording != "" {
+		c, _ = sandbox.OpenCast(rec.Recording)
+	}
+	b.casts[session] = c
+	return c, c != nil
+}
+
+func (b *replayBackend) Output(session string) (tui.Output, bool) {
+	c, ok := b.cast(session)
+	if !ok {
+		return nil, false
+	}
+	zero, _ := b.h.SessionStarted(session)
+	return &castOutput{b: b, c: c, zero: zero}, true
+}
+
+// castOutput is a recorded terminal read up to the replay cursor.
+type castOutput struct {
+	b    *replayBackend
+	c    *sandbox.Cast
+	zero time.Time // the recording's time 0
+}
+
+// screenWindow bounds what an emulator is fed to show one screen: the session pane
+// keeps no more than this of a burst either.
+const screenWindow = 64 << 10
+
+// Since returns the output between offset and the cursor. An offset further back
+// than a screen's worth starts at the nearest keyframe (a screen clear) instead: an
+// emulator fed from there shows the same screen.
+func (o *castOutput) Since(offset int64) ([]byte, int64) {
+	end, err := o.c.OutputAt(o.b.Cursor().Sub(o.zero).Seconds())
+	if err != nil || offset >= end {
+		return nil, end
+	}
+	if k := o.c.Keyframe(end, screenWindow); offset < k {
+		offset = k
+	}
+	data, _ := o.c.Read(offset, end)
+	return data, end
+}
+
+func (o *castOutput) Changed() <-chan struct{} { return nil }
+
+// playSession writes one session's recorded terminal to w in real time (times speed),
+// from at on, as `asciinema play` would: the screen as it stood at that point is drawn
+// at once, then the rest plays with its pauses (each cut to maxIdle).
+func playSession(ctx context.Context, w io.Writer, h *supervisor.History, id string, speed float64, at string) error {
+	const maxIdle = 2.0
+	rec, ok := h.Session(id)
+	if !ok {
+		var ids []string
+		for _, s := range h.Sessions {
+			ids = append(ids, s.ID)
+		}
+		return badInput("--session %s: no such session in this run (sessions: %s)", id, strings.Join(ids, ", "))
+	}
+	c, err := sandbox.OpenCast(rec.Recording)
+	if err != nil {
+		return fmt.Errorf("session %s: %w (corral gc may have removed an old run's recordings)", id, err)
+	}
+	defer c.Close()
+	from := 0.0
+	if at != "" {
+		zero := time.Unix(0, 0)
+		t, err := tui.ParseReplayTime(at, zero, zero.Add(time.Duration(c.Duration*float64(time.Second))), zero)
+		if err != nil {
+			return badInput("--at: %v", err)
+		}
+		from = t.Sub(zero).Seconds()
+	}
+	if from > 0 {
+		end, err := c.OutputAt(from)
+		if err != nil {
+			return err
+		}
+		screen, err := c.Read(c.Keyframe(end, screenWindow), end)
+		if err != nil {
+			return err
+		}
+		w.Write(screen)
+	}
+	prev := from
+	return c.Each(func(e sandbox.CastEvent) bool {
+		if e.Time <= from || e.Kind != "o" {
+			return true
+		}
+		gap := min(e.Time-prev, maxIdle) / speed
+		prev = e.Time
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Duration(gap * float64(time.Second))):
+		}
+		_, err := io.WriteString(w, e.Data)
+		return err == nil
+	})
+}
