@@ -163,7 +163,7 @@ func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
 		Usage: map[string][]tui.UsagePoint{}, Taken: t,
 	}
 	for _, s := range st.Sessions {
-		us, err := b.db.UsageBefore(s.ID, t, 60)
+		us, err := b.db.UsageBefore(s.ID, t, usagePoints)
 		if err != nil {
 			return snap, err
 		}
@@ -252,9 +252,16 @@ type castOutput struct {
 	zero time.Time // the recording's time 0
 }
 
-// screenWindow bounds what an emulator is fed to show one screen: the session pane
-// keeps no more than this of a burst either.
-const screenWindow = 64 << 10
+// screenWindow bounds what an emulator is fed to show one screen at a seek: several
+// screenfuls of text with its colours. Feeding a VT emulator costs ~1 ms per KiB of
+// scrolling output, so a seek reads from the last screen clear within this window
+// (exact), else this window's tail (exact for line-oriented agents, whose screen is
+// their last lines).
+const screenWindow = 24 << 10
+
+// usagePoints is how many samples per session a replayed snapshot carries: what the
+// budgets pane's sparklines draw.
+const usagePoints = 8
 
 // Since returns the output between offset and the cursor. An offset further back
 // than a screen's worth starts at the nearest keyframe (a screen clear) instead: an

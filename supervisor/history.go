@@ -3,8 +3,11 @@ package supervisor
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"time"
+
+	"corral/sandbox"
 )
 
 // History is a recorded fleet run, read once from a store, that can say what the fleet
@@ -26,8 +29,8 @@ type History struct {
 	Events    []Event
 
 	facts       []eventFacts
-	times       []int64 // Events[i].Time as unix nanos, made non-decreasing for search
-	pubTimes    []int64 // Publishes[i].Time likewise
+	times       []int64          // Events[i].Time as unix nanos, made non-decreasing for search
+	pubTimes    []int64          // Publishes[i].Time likewise
 	taskPubs    map[string][]int // each task's publishes, by index into Publishes
 	checkpoints []foldState
 	taskIndex   map[string]int
@@ -296,9 +299,9 @@ func (h *History) foldAt(t time.Time) foldState {
 // Moment is the fleet at one time of a run: the live supervisor's picture of it
 // (FleetState, usage aside) and the records that existed then.
 type Moment struct {
-	Time      time.Time
-	State     FleetState // Usage is left empty: samples are read per moment by the caller
-	Leases    []Lease    // held at Time
+	Time   time.Time
+	State  FleetState // Usage is left empty: samples are read per moment by the caller
+	Leases []Lease    // held at Time
 	// Publishes offered by Time, outcomes as they stood then: the latest
 	// MomentPublishes of them, and each task's latest.
 	Publishes []Publish
@@ -439,4 +442,17 @@ func (h *History) FindEvent(from, dir int, kinds ...string) int {
 		}
 	}
 	return -1
+}
+
+// RecordingPath is where a session's terminal recording lives: apart from its
+// session directory (which goes when the session is published or discarded), under
+// its run, so replay outlives sessions and `corral gc` can drop a whole run's at once.
+func RecordingPath(repo sandbox.Repo, f Fleet, session string) string {
+	return filepath.Join(RecordingsDir(repo, f), session+".cast")
+}
+
+// RecordingsDir is a run's recordings directory: one per fleet database (a fresh run
+// of the same fleet has a new creation time, so its own directory).
+func RecordingsDir(repo sandbox.Repo, f Fleet) string {
+	return filepath.Join(repo.StateDir, "rec", f.Name+"-"+f.Created.UTC().Format("20060102T150405.000"))
 }

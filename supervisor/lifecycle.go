@@ -100,6 +100,7 @@ func (s *Supervisor) startAttempt(t *Task, resume *Session) error {
 	if resume != nil {
 		cfg.AdoptLayer = resume.Layer
 	}
+	cfg.Recording = RecordingPath(s.repo, s.fleet, id)
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
 	}

@@ -56,7 +56,7 @@ type Model struct {
 	attached  string // session typed into, "" when not attached
 	quitting  bool
 	boxCache  map[int]boxCache
-	frame     string // the last rendered screen; "" when something changed since
+	frame     string          // the last rendered screen; "" when something changed since
 	replay    *replayControls // the time bar, over a Replayer backend; nil when live
 }
 
