@@ -187,7 +187,7 @@ func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
 		snap.Events = append(snap.Events, tuiEvent(e))
 	}
 	fillSnapshot(&snap, snapshotInput{state: st, leases: m.Leases, publishes: m.Publishes, approvals: m.Approvals,
-		conflicts: b.h.Conflicts, behind: b.behind, heldDiff: b.heldDiff})
+		conflicts: m.Conflicts, behind: b.behind, heldDiff: b.heldDiff})
 	return snap, nil
 }
 

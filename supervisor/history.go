@@ -32,6 +32,7 @@ type History struct {
 	times       []int64          // Events[i].Time as unix nanos, made non-decreasing for search
 	pubTimes    []int64          // Publishes[i].Time likewise
 	taskPubs    map[string][]int // each task's publishes, by index into Publishes
+	escalated   map[int64]string // publish → its message when it was escalated
 	checkpoints []foldState
 	taskIndex   map[string]int
 	sessIndex   map[string]int
@@ -142,6 +143,7 @@ func (h *History) index() {
 		h.sessIndex[s.ID] = i
 	}
 	h.started = map[string]time.Time{}
+	h.escalated = map[int64]string{}
 	h.facts = make([]eventFacts, len(h.Events))
 	h.times = make([]int64, len(h.Events))
 	var last int64
@@ -149,8 +151,12 @@ func (h *History) index() {
 		h.facts[i] = parseFacts(e.Data)
 		last = max(last, e.Time.UnixNano())
 		h.times[i] = last
-		if e.Kind == EvSessionStarted {
+		switch e.Kind {
+		case EvSessionStarted:
 			h.started[e.Session] = e.Time
+		case EvPublishEscalated:
+			// A decision rewrites the record; the event keeps what it said before.
+			h.escalated[h.facts[i].publish] = h.facts[i].message
 		}
 	}
 	h.pubTimes = make([]int64, len(h.Publishes))
@@ -305,6 +311,7 @@ type Moment struct {
 	// Publishes offered by Time, outcomes as they stood then: the latest
 	// MomentPublishes of them, and each task's latest.
 	Publishes []Publish
+	Conflicts map[int64][]Conflict // of those publishes, as they stood then
 	Approvals []Approval // decided by Time
 	Events    int        // how many events happened by Time
 }
@@ -377,11 +384,14 @@ func (h *History) At(t time.Time) Moment {
 		order = append(order, i)
 	}
 	sort.Ints(order)
+	m.Conflicts = map[int64][]Conflict{}
 	for _, i := range order {
 		p := h.Publishes[i]
 		if _, later := decidedAt[p.ID]; later {
 			// Decided after t: it was still waiting for a human then.
-			p.Outcome, p.NewHead = OutcomeEscalated, ""
+			p.Outcome, p.NewHead, p.Message = OutcomeEscalated, "", h.escalated[p.ID]
+		} else if cs := h.Conflicts[p.ID]; len(cs) > 0 {
+			m.Conflicts[p.ID] = cs
 		}
 		m.Publishes = append(m.Publishes, p)
 	}
