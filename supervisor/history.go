@@ -312,8 +312,8 @@ type Moment struct {
 	// MomentPublishes of them, and each task's latest.
 	Publishes []Publish
 	Conflicts map[int64][]Conflict // of those publishes, as they stood then
-	Approvals []Approval // decided by Time
-	Events    int        // how many events happened by Time
+	Approvals []Approval           // decided by Time
+	Events    int                  // how many events happened by Time
 }
 
 // At returns the fleet as it was at t.
