@@ -45,8 +45,10 @@ func listRuns(repo sandbox.Repo) []runRef {
 		if !r.Current {
 			r.ID = fleet + "@" + stamp[1:]
 		}
-		if wal := modTime(r.Path + "-wal"); wal.After(r.Mod) {
-			r.Mod = wal
+		// A running fleet's last commits may still be in its WAL. An empty WAL says
+		// nothing: readers (replay, report, gc) leave one behind.
+		if fi, err := os.Stat(r.Path + "-wal"); err == nil && fi.Size() > 0 && fi.ModTime().After(r.Mod) {
+			r.Mod = fi.ModTime()
 		}
 		runs = append(runs, r)
 	}

@@ -76,6 +76,7 @@ func New(b Backend, opts Options) *Model {
 	}
 	if r, ok := b.(Replayer); ok {
 		m.replay = newReplayControls(r)
+		m.tasks.now = func() time.Time { return m.snap.Taken } // ages as they were at the cursor
 	}
 	m.evCh, m.unsub = b.Subscribe()
 	m.refresh() // panes always have data, empty until the first snapshot
