@@ -26,11 +26,16 @@ const (
 
 // retention is what `corral gc` keeps.
 type retention struct {
-	maxAge  time.Duration
-	maxSize int64 // per fleet, bytes of set-aside runs' recordings
-	keep    int   // unused snapshots kept anyway (the most recent)
-	dryRun  bool
+	maxAge         time.Duration
+	maxSize        int64 // per fleet, bytes of set-aside runs' recordings
+	keep           int   // unused snapshots kept anyway (the most recent)
+	dryRun         bool
+	recordingsOnly bool // leave snapshots alone
 }
+
+// defaultRetention is what `corral run --fresh` applies when it sets a run aside, so
+// recordings stay bounded without anyone running gc.
+var defaultRetention = retention{maxAge: defaultRecMaxAge, maxSize: defaultRecMaxSize, recordingsOnly: true}
 
 // runGC is `corral gc`: old runs' recordings beyond the retention limits, recordings
 // no run refers to, and snapshots no session stands on.
@@ -169,6 +174,9 @@ func collectGarbage(repo sandbox.Repo, ret retention, now time.Time) (gcResult, 
 	if len(orphans.files) > 0 {
 		remove(orphans, "no run refers to them")
 		res.runs--
+	}
+	if ret.recordingsOnly {
+		return res, nil
 	}
 	snaps, err := collectSnapshots(repo, ret, &res)
 	res.snaps = snaps

@@ -33,7 +33,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 1 {
 		return badInput("replay: want at most one RUN (corral report --runs lists them)")
 	}
-	repo, _, db, h, err := loadRun(*repoDir, fs.Arg(0))
+	repo, ref, db, h, err := loadRun(*repoDir, fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -47,6 +47,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return playSession(ctx, stdout, h, *session, *speed, *at)
 	}
 	b := newReplayBackend(repo, db, h)
+	b.follow = ref.Current // a fleet still running grows; the replay follows it
 	defer b.Close()
 	if *at != "" {
 		start, end := b.Bounds()
@@ -75,6 +76,9 @@ type replayBackend struct {
 	db   *store.ReadOnly
 	h    *supervisor.History
 
+	follow   bool      // reload the history now and then: the run may still be going
+	loadedAt time.Time // when the history was read
+
 	mu          sync.Mutex
 	cursor      time.Time
 	casts       map[string]*sandbox.Cast // opened (and indexed) when first shown
@@ -83,7 +87,7 @@ type replayBackend struct {
 
 func newReplayBackend(repo sandbox.Repo, db *store.ReadOnly, h *supervisor.History) *replayBackend {
 	return &replayBackend{repo: repo, db: db, h: h, cursor: h.Start(), casts: map[string]*sandbox.Cast{},
-		behindCache: map[[2]string]int{}}
+		behindCache: map[[2]string]int{}, loadedAt: time.Now()}
 }
 
 var _ tui.Replayer = (*replayBackend)(nil)
@@ -98,7 +102,52 @@ func (b *replayBackend) Close() {
 	}
 }
 
-func (b *replayBackend) Bounds() (time.Time, time.Time) { return b.h.Start(), b.h.End() }
+func (b *replayBackend) Bounds() (time.Time, time.Time) {
+	h := b.history()
+	return h.Start(), h.End()
+}
+
+func (b *replayBackend) history() *supervisor.History {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.h
+}
+
+// refresh rereads a run that may still be going, at most every two seconds; a
+// cursor at the end stays at the (new) end, as `tail -f` does. Recordings of live
+// sessions are indexed again for what they gained.
+func (b *replayBackend) refresh() {
+	b.mu.Lock()
+	due := b.follow && time.Since(b.loadedAt) >= 2*time.Second
+	b.mu.Unlock()
+	if !due {
+		return
+	}
+	var h *supervisor.History
+	err := b.db.View(func(r supervisor.Reader) error {
+		var err error
+		h, err = supervisor.LoadHistory(r)
+		return err
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.loadedAt = time.Now()
+	if err != nil || len(h.Events) == len(b.h.Events) {
+		return
+	}
+	atEnd := !b.cursor.Before(b.h.End())
+	live := b.h.At(b.h.End()).State.Sessions
+	b.h = h
+	if atEnd {
+		b.cursor = h.End()
+	}
+	for _, s := range live {
+		if c := b.casts[s.ID]; c != nil {
+			c.Close()
+		}
+		delete(b.casts, s.ID)
+	}
+}
 
 func (b *replayBackend) Cursor() time.Time {
 	b.mu.Lock()
@@ -107,6 +156,7 @@ func (b *replayBackend) Cursor() time.Time {
 }
 
 func (b *replayBackend) Seek(t time.Time) {
+	b.refresh()
 	start, end := b.Bounds()
 	if t.Before(start) {
 		t = start
@@ -121,18 +171,19 @@ func (b *replayBackend) Seek(t time.Time) {
 
 // FindEvent looks from the cursor: the events at the cursor's time count as passed.
 func (b *replayBackend) FindEvent(dir int, kinds ...string) (tui.Event, bool) {
-	n := b.h.EventsUntil(b.Cursor()) // events[:n] have happened
+	h := b.history()
+	n := h.EventsUntil(b.Cursor()) // events[:n] have happened
 	from := n - 1
 	if dir < 0 {
 		// The previous event is the one before the last that happened, so that
 		// stepping back from an event lands on the one before it.
 		from = n - 1
 	}
-	i := b.h.FindEvent(from, dir, kinds...)
+	i := h.FindEvent(from, dir, kinds...)
 	if i < 0 {
 		return tui.Event{}, false
 	}
-	return tuiEvent(b.h.Events[i]), true
+	return tuiEvent(h.Events[i]), true
 }
 
 func (b *replayBackend) Subscribe() (<-chan tui.Event, func()) {
@@ -150,11 +201,13 @@ func (b *replayBackend) Act(a tui.Action) error {
 
 // Snapshot is the fleet at the cursor, built as the live TUI builds its own.
 func (b *replayBackend) Snapshot() (tui.Snapshot, error) {
+	b.refresh()
 	return b.snapshotAt(b.Cursor())
 }
 
 func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
-	m := b.h.At(t)
+	h := b.history()
+	m := h.At(t)
 	st := m.State
 	snap := tui.Snapshot{
 		Fleet: st.Fleet.Name, HeadRef: st.Fleet.HeadRef, Head: st.Fleet.Head,
@@ -179,7 +232,7 @@ func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
 			st.Usage[s.ID] = us[len(us)-1]
 		}
 	}
-	evs := b.h.Events[:m.Events]
+	evs := h.Events[:m.Events]
 	if len(evs) > 300 {
 		evs = evs[len(evs)-300:]
 	}
@@ -241,7 +294,7 @@ func (b *replayBackend) Output(session string) (tui.Output, bool) {
 	if !ok {
 		return nil, false
 	}
-	zero, _ := b.h.SessionStarted(session)
+	zero, _ := b.history().SessionStarted(session)
 	return &castOutput{b: b, c: c, zero: zero}, true
 }
 

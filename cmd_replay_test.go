@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -163,6 +164,7 @@ sampling:
 	}
 
 	// Every session's terminal is there, plays back, and exports as asciicast v2.
+	playedByAsciinema := 0
 	for _, s := range h.Sessions {
 		var out bytes.Buffer
 		n, err := exportCast(&out, s.Recording, s.ID)
@@ -172,6 +174,19 @@ sampling:
 		}
 		if err := checkAsciicast(out.Bytes()); err != nil {
 			t.Errorf("export %s: %v", s.ID, err)
+		}
+		exported := filepath.Join(t.TempDir(), s.ID+".cast")
+		os.WriteFile(exported, out.Bytes(), 0o644)
+		if played, ok := asciinemaCat(t, exported); ok {
+			playedByAsciinema++
+			c, _ := sandbox.OpenCast(s.Recording)
+			wantOut, _ := c.Read(0, c.Output)
+			c.Close()
+			// The pty asciinema runs under turns \n into \r\n: compare without \r.
+			strip := func(b []byte) string { return strings.ReplaceAll(string(b), "\r", "") }
+			if strip(played) != strip(wantOut) {
+				t.Errorf("asciinema cat %s: %q, want %q", s.ID, played, wantOut)
+			}
 		}
 		c, err := sandbox.OpenCast(s.Recording)
 		if err != nil {
@@ -190,6 +205,8 @@ sampling:
 			t.Errorf("session %s: recording has no output", s.ID)
 		}
 	}
+
+	t.Logf("%d of %d exported recordings played by asciinema cat", playedByAsciinema, len(h.Sessions))
 
 	// The report's figures are the records' own.
 	rep := h.Report(nil)
@@ -268,4 +285,23 @@ func checkReportAgainstRecords(t *testing.T, h *supervisor.History, rep supervis
 				tr.Task, tr.Latency, tr.Running, tr.Paused, tr.WaitingAdmission, tr.WaitingHuman)
 		}
 	}
+}
+
+// asciinemaCat plays a cast with Debian's asciinema (`asciinema cat` wants a
+// terminal: script gives it one); ok is false when the tools are not installed.
+func asciinemaCat(t *testing.T, path string) ([]byte, bool) {
+	t.Helper()
+	if _, err := exec.LookPath("asciinema"); err != nil {
+		return nil, false
+	}
+	if _, err := exec.LookPath("script"); err != nil {
+		return nil, false
+	}
+	cmd := exec.Command("script", "-qec", "asciinema cat "+path, "/dev/null")
+	cmd.Stdin = nil
+	out, err := cmd.Output()
+	if err != nil {
+		t.Errorf("asciinema cat %s: %v", path, err)
+	}
+	return out, true
 }

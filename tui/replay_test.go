@@ -26,8 +26,10 @@ func newFakeReplay() *fakeReplay {
 	return r
 }
 
-func (r *fakeReplay) Bounds() (time.Time, time.Time) { return r.events[0].Time, r.events[len(r.events)-1].Time }
-func (r *fakeReplay) Cursor() time.Time              { return r.cursor }
+func (r *fakeReplay) Bounds() (time.Time, time.Time) {
+	return r.events[0].Time, r.events[len(r.events)-1].Time
+}
+func (r *fakeReplay) Cursor() time.Time { return r.cursor }
 func (r *fakeReplay) Seek(t time.Time) {
 	start, end := r.Bounds()
 	if t.Before(start) {
