@@ -82,6 +82,7 @@ type replayBackend struct {
 	mu          sync.Mutex
 	cursor      time.Time
 	casts       map[string]*sandbox.Cast // opened (and indexed) when first shown
+	tuiEvents   []tui.Event              // the timeline's rows, made once per event
 	behindCache map[[2]string]int
 }
 
@@ -236,9 +237,19 @@ func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
 	if len(evs) > 300 {
 		evs = evs[len(evs)-300:]
 	}
-	for _, e := range evs {
-		snap.Events = append(snap.Events, tuiEvent(e))
+	first := m.Events - len(evs)
+	b.mu.Lock()
+	if len(b.tuiEvents) != len(h.Events) {
+		b.tuiEvents = make([]tui.Event, len(h.Events)) // a reload: start over
 	}
+	for i, e := range evs {
+		te := &b.tuiEvents[first+i]
+		if te.Seq == 0 {
+			*te = tuiEvent(e)
+		}
+		snap.Events = append(snap.Events, *te)
+	}
+	b.mu.Unlock()
 	fillSnapshot(&snap, snapshotInput{state: st, leases: m.Leases, publishes: m.Publishes, approvals: m.Approvals,
 		conflicts: m.Conflicts, behind: b.behind, heldDiff: b.heldDiff})
 	return snap, nil
@@ -248,6 +259,9 @@ func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
 func (b *replayBackend) behind(base, head string) int {
 	if base == "" || head == "" || base == head {
 		return 0
+	}
+	if n, ok := b.history().Behind(base, head); ok {
+		return n
 	}
 	k := [2]string{base, head}
 	b.mu.Lock()
@@ -328,6 +342,9 @@ func (o *castOutput) Since(offset int64) ([]byte, int64) {
 		offset = k
 	}
 	data, _ := o.c.Read(offset, end)
+	// A line-printing agent's screen is its last lines: feed only those (the pane is
+	// never taller than the recorded terminal, whose rows bound what is visible).
+	data, _ = sandbox.LastLines(data, max(o.c.Height, 50)+2)
 	return data, end
 }
 

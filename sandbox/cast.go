@@ -293,3 +293,55 @@ func parseCastFast(line []byte) (CastEvent, bool) {
 	}
 	return e, true
 }
+
+// LastLines trims terminal output that only prints lines — text, \r, \n, \t,
+// colours (SGR) and erase-in-line, no cursor addressing — to its last n lines: an
+// emulator of at most n-1 rows fed the result shows the screen it would show fed the
+// whole, because everything before scrolled off. The colours in force at the cut are
+// carried over. Output with any other escape is returned whole (ok false).
+func LastLines(data []byte, n int) (out []byte, ok bool) {
+	cut, lines := -1, 0
+	for i := len(data) - 1; i >= 0; i-- {
+		if data[i] == '\n' {
+			lines++
+			if lines == n {
+				cut = i + 1
+				break
+			}
+		}
+	}
+	var sgr []byte // the SGR sequences since the last reset, before the cut
+	for i := 0; i < len(data); i++ {
+		if data[i] != 0x1b {
+			continue
+		}
+		if i+1 >= len(data) || data[i+1] != '[' {
+			return data, false
+		}
+		j := i + 2
+		for j < len(data) && (data[j] >= '0' && data[j] <= '9' || data[j] == ';') {
+			j++
+		}
+		if j >= len(data) {
+			return data, false // cut mid-sequence: leave it to the emulator
+		}
+		switch data[j] {
+		case 'm':
+			if cut >= 0 && i < cut {
+				params := data[i+2 : j]
+				if len(params) == 0 || params[0] == '0' && (len(params) == 1 || params[1] == ';') {
+					sgr = sgr[:0]
+				}
+				sgr = append(sgr, data[i:j+1]...)
+			}
+		case 'K':
+		default:
+			return data, false
+		}
+		i = j
+	}
+	if cut < 0 {
+		return data, true
+	}
+	return append(sgr, data[cut:]...), true
+}

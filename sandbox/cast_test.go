@@ -121,3 +121,22 @@ func TestRecorderCastRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: %q (%v), want %q", got, err, want)
 	}
 }
+
+func TestLastLines(t *testing.T) {
+	var b bytes.Buffer
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "\x1b[1mline\x1b[0m %d\r\n", i)
+	}
+	b.WriteString("\x1b[32mgreen\r\nstill\r\nlast \x1b[K")
+	got, ok := LastLines(b.Bytes(), 2)
+	if want := "\x1b[0m\x1b[32mstill\r\nlast \x1b[K"; !ok || string(got) != want {
+		t.Errorf("LastLines: %q (%v), want %q: the last lines, the colour in force first", got, ok, want)
+	}
+	moves := []byte("a\r\nb\r\n\x1b[2;3Hc\r\n")
+	if got, ok := LastLines(moves, 1); ok || !bytes.Equal(got, moves) {
+		t.Errorf("cursor addressing trimmed: %q %v", got, ok)
+	}
+	if got, ok := LastLines([]byte("x\r\ny"), 5); !ok || string(got) != "x\r\ny" {
+		t.Errorf("short output changed: %q", got)
+	}
+}

@@ -33,6 +33,7 @@ type History struct {
 	pubTimes    []int64          // Publishes[i].Time likewise
 	taskPubs    map[string][]int // each task's publishes, by index into Publishes
 	escalated   map[int64]string // publish → its message when it was escalated
+	heads       map[string]int   // head commit → how many publishes moved the head to it
 	checkpoints []foldState
 	taskIndex   map[string]int
 	sessIndex   map[string]int
@@ -144,6 +145,7 @@ func (h *History) index() {
 	}
 	h.started = map[string]time.Time{}
 	h.escalated = map[int64]string{}
+	h.heads = map[string]int{h.Fleet.Base: 0}
 	h.facts = make([]eventFacts, len(h.Events))
 	h.times = make([]int64, len(h.Events))
 	var last int64
@@ -151,6 +153,11 @@ func (h *History) index() {
 		h.facts[i] = parseFacts(e.Data)
 		last = max(last, e.Time.UnixNano())
 		h.times[i] = last
+		if nh := h.facts[i].newHead; nh != "" {
+			if _, seen := h.heads[nh]; !seen {
+				h.heads[nh] = len(h.heads)
+			}
+		}
 		switch e.Kind {
 		case EvSessionStarted:
 			h.started[e.Session] = e.Time
@@ -465,4 +472,17 @@ func RecordingPath(repo sandbox.Repo, f Fleet, session string) string {
 // of the same fleet has a new creation time, so its own directory).
 func RecordingsDir(repo sandbox.Repo, f Fleet) string {
 	return filepath.Join(repo.StateDir, "rec", f.Name+"-"+f.Created.UTC().Format("20060102T150405.000"))
+}
+
+// Behind counts the commits the head moved past base on its way to head, from the
+// run's own publishes: each accepted publish adds one commit with the previous head as
+// its only parent, so this is what git rev-list --count base..head says, without a git
+// process per seek. ok is false for a commit the run did not make its head.
+func (h *History) Behind(base, head string) (n int, ok bool) {
+	b, okb := h.heads[base]
+	t, okh := h.heads[head]
+	if !okb || !okh || t < b {
+		return 0, false
+	}
+	return t - b, true
 }
