@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"corral/store"
+	"corral/supervisor"
 )
 
 // TestReplayCommandsOnAGeneratedRun drives the commands over a small generated run
@@ -84,5 +87,45 @@ func TestReplayCommandsOnAGeneratedRun(t *testing.T) {
 	}
 	if code, runs, _ := runMain("report", "--runs", "--repo", dir); code != 0 || !strings.Contains(runs, "bench") {
 		t.Errorf("report --runs: exit %d:\n%s", code, runs)
+	}
+}
+
+// TestReplayFollowsARunningFleet: a replay at the end of a run that is still being
+// written moves on with it, reading only; a cursor elsewhere stays where it is.
+func TestReplayFollowsARunningFleet(t *testing.T) {
+	dir := t.TempDir()
+	repo, dbPath, err := synthRun(dir, synthSpec{sessions: 2, events: 40, length: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ref, ro, h, err := loadRun(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	b := newReplayBackend(repo, ro, h)
+	b.follow = ref.Current
+	_, end := b.Bounds()
+	b.Seek(end)
+	w, err := store.Open(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := end.Add(30 * time.Second)
+	if _, err := w.Update(func(tx supervisor.Tx) error {
+		tx.Emit(supervisor.Event{Time: later, Kind: supervisor.EvFleetFinished})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	b.mu.Lock()
+	b.loadedAt = time.Time{} // due now
+	b.mu.Unlock()
+	if _, err := b.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, newEnd := b.Bounds(); !newEnd.Equal(later) || !b.Cursor().Equal(later) {
+		t.Errorf("after the fleet moved on: end %s cursor %s, want both at %s", newEnd, b.Cursor(), later)
 	}
 }
