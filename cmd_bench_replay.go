@@ -93,8 +93,7 @@ func measureSeeks(out io.Writer, repo sandbox.Repo, dbPath string, n int) error 
 
 		s1 := time.Now()
 		b.Seek(at)
-		sn, err := b.Snapshot()
-		if err != nil {
+		if _, err := b.Snapshot(); err != nil {
 			return err
 		}
 		snap = append(snap, time.Since(s1))
@@ -122,7 +121,6 @@ func measureSeeks(out io.Writer, repo sandbox.Repo, dbPath string, n int) error 
 		}
 		screen = append(screen, time.Since(s2))
 		total = append(total, snap[len(snap)-1]+screen[len(screen)-1])
-		_ = sn
 	}
 	p := func(ds []time.Duration, q float64) time.Duration {
 		if len(ds) == 0 {

@@ -173,14 +173,10 @@ func (b *replayBackend) Seek(t time.Time) {
 // FindEvent looks from the cursor: the events at the cursor's time count as passed.
 func (b *replayBackend) FindEvent(dir int, kinds ...string) (tui.Event, bool) {
 	h := b.history()
-	n := h.EventsUntil(b.Cursor()) // events[:n] have happened
-	from := n - 1
-	if dir < 0 {
-		// The previous event is the one before the last that happened, so that
-		// stepping back from an event lands on the one before it.
-		from = n - 1
-	}
-	i := h.FindEvent(from, dir, kinds...)
+	// events[:n] have happened: the next is found from n on, the previous before
+	// n-1, so that stepping back from an event lands on the one before it.
+	n := h.EventsUntil(b.Cursor())
+	i := h.FindEvent(n-1, dir, kinds...)
 	if i < 0 {
 		return tui.Event{}, false
 	}

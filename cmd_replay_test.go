@@ -97,10 +97,8 @@ sampling:
 		}
 	}
 	tick.Stop()
-	repoDir := filepath.Dir(fl.db.Path())
 	repo := fl.repo
 	fl.Close()
-	_ = repoDir
 
 	dbPath := fleetDB(repo, "demo")
 	sum := func() [32]byte {
