@@ -59,6 +59,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
+	go b.indexAll(ctx)
 	model := tui.New(b, tui.Options{Theme: pickTheme(), SkinDir: skinDir()})
 	p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(20))
 	_, err = p.Run()
@@ -284,19 +285,38 @@ func (b *replayBackend) heldDiff(p supervisor.Publish) []string {
 	return strings.Split(strings.TrimRight(out, "\n"), "\n")
 }
 
-// cast opens a session's recording once.
+// cast opens a session's recording once. Indexing reads the whole file (~0.1 s for
+// three hours), so it runs outside the lock.
 func (b *replayBackend) cast(session string) (*sandbox.Cast, bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.casts[session]; ok {
+	c, ok := b.casts[session]
+	rec, known := b.h.Session(session)
+	b.mu.Unlock()
+	if ok {
 		return c, c != nil
 	}
-	var c *sandbox.Cast
-	if rec, ok := b.h.Session(session); ok && rec.Recording != "" {
+	if known && rec.Recording != "" {
 		c, _ = sandbox.OpenCast(rec.Recording)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if prev, ok := b.casts[session]; ok { // indexed meanwhile
+		if c != nil {
+			c.Close()
+		}
+		return prev, prev != nil
 	}
 	b.casts[session] = c
 	return c, c != nil
+}
+
+// indexAll indexes every recording in the background, newest sessions first, so a
+// session shown for the first time plays at once.
+func (b *replayBackend) indexAll(ctx context.Context) {
+	ss := b.history().Sessions
+	for i := len(ss) - 1; i >= 0 && ctx.Err() == nil; i-- {
+		b.cast(ss[i].ID)
+	}
 }
 
 func (b *replayBackend) Output(session string) (tui.Output, bool) {

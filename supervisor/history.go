@@ -166,11 +166,28 @@ func (h *History) index() {
 			h.escalated[h.facts[i].publish] = h.facts[i].message
 		}
 	}
+	// A publish shows from its outcome's event on: its record's time is stamped a
+	// moment before that commits.
+	outcomeAt := map[int64]int64{}
+	for i, e := range h.Events {
+		switch e.Kind {
+		case EvPublishAccepted, EvPublishMerged, EvPublishRejected, EvPublishEscalated, EvPublishEmpty:
+			if id := h.facts[i].publish; id != 0 {
+				if _, seen := outcomeAt[id]; !seen {
+					outcomeAt[id] = h.times[i]
+				}
+			}
+		}
+	}
 	h.pubTimes = make([]int64, len(h.Publishes))
 	h.taskPubs = map[string][]int{}
 	last = 0
 	for i, p := range h.Publishes {
-		last = max(last, p.Time.UnixNano())
+		at, ok := outcomeAt[p.ID]
+		if !ok {
+			at = p.Time.UnixNano()
+		}
+		last = max(last, at)
 		h.pubTimes[i] = last
 		h.taskPubs[p.Task] = append(h.taskPubs[p.Task], i)
 	}
