@@ -121,6 +121,7 @@ func (c *replayControls) onKey(msg tea.KeyPressMsg) (moved, bool) {
 		return c.onSeekKey(msg), true
 	}
 	k := c.keys
+	c.note = "" // a note answers the last key
 	jump := func(dir int, what string, kinds ...string) moved {
 		e, ok := c.r.FindEvent(dir, kinds...)
 		if !ok {
