@@ -66,6 +66,7 @@ func benchReplay(args []string, stdout, stderr io.Writer) error {
 
 // measureSeeks opens a run read-only as `corral replay` does and seeks at random.
 func measureSeeks(out io.Writer, repo sandbox.Repo, dbPath string, n int) error {
+	defer replayGC()() // as corral replay runs
 	t0 := time.Now()
 	db, err := store.OpenReadOnly(dbPath)
 	if err != nil {
