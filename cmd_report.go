@@ -370,12 +370,20 @@ func ganttSVG(r namedReport) string {
 		total = 1
 	}
 	const left, rowH, plotW, top = 140, 22, 800, 30
-	h := top + rowH*len(r.Tasks) + 60
+	h := top + rowH*len(r.Tasks) + 70
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="monospace" font-size="12">`+"\n", left+plotW+20, h)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="18">%s — %s to %s (%s)</text>`+"\n",
 		html.EscapeString(r.Run), start.Local().Format(time.DateTime), end.Local().Format(time.TimeOnly), dur(end.Sub(start)))
 	x := func(t time.Time) float64 { return left + plotW*t.Sub(start).Seconds()/total }
+	// A time axis: five ticks, as offsets from the start.
+	axisY := top + rowH*len(r.Tasks) + 4
+	for i := 0; i <= 4; i++ {
+		tx := left + plotW*i/4
+		off := time.Duration(float64(end.Sub(start)) * float64(i) / 4)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#ddd"/><text x="%d" y="%d" text-anchor="middle" fill="#555">+%s</text>`+"\n",
+			tx, top, tx, axisY, tx, axisY+12, dur(off))
+	}
 	for i, t := range r.Tasks {
 		y := top + i*rowH
 		fmt.Fprintf(&b, `<text x="10" y="%d">%s</text>`+"\n", y+15, html.EscapeString(t.Task))
@@ -389,7 +397,7 @@ func ganttSVG(r namedReport) string {
 				x(sp.From), y+3, w, rowH-6, col, html.EscapeString(t.Task), sp.State, dur(sp.To.Sub(sp.From)))
 		}
 	}
-	ly := top + rowH*len(r.Tasks) + 20
+	ly := top + rowH*len(r.Tasks) + 28
 	lx := left
 	for _, s := range []supervisor.TaskState{supervisor.TaskQueued, supervisor.TaskRunning, supervisor.TaskPublishing,
 		supervisor.TaskPaused, supervisor.TaskRetrying, supervisor.TaskInbox, supervisor.TaskInterrupted, supervisor.TaskFailed} {
