@@ -215,6 +215,22 @@ sampling:
 	if sum() != before {
 		t.Errorf("replay changed the fleet database")
 	}
+
+	// gc removes the snapshots no session stands on and says what it freed; the
+	// current run's recordings stay.
+	code, out, errOut := runMain("gc", "--repo", repo.WorkTree, "--keep-snapshots", "0")
+	if code != 0 {
+		t.Fatalf("gc: exit %d: %s", code, errOut)
+	}
+	t.Logf("gc: %s", out)
+	if !strings.Contains(out, "freed") || strings.Contains(out, ", 0 snapshot(s)") {
+		t.Errorf("gc freed no snapshot after the run:\n%s", out)
+	}
+	for _, s := range h.Sessions {
+		if _, err := os.Stat(s.Recording); err != nil {
+			t.Errorf("gc touched the current run's recording of %s: %v", s.ID, err)
+		}
+	}
 }
 
 func taskStates(ts []supervisor.Task) []string {
