@@ -264,7 +264,9 @@ func (h *History) apply(st *foldState, i int) {
 		t.state = TaskRunning
 	case EvPublishQueued:
 		t.state = TaskPublishing
-	case EvPublishAccepted, EvPublishMerged, EvPublishEmpty:
+	case EvPublishAccepted, EvPublishMerged, EvPublishEmpty, EvPublishRejected:
+		// A persistent task's session goes on after a publish it asked for; when the
+		// publish was its last (the agent exited), the task's own event follows.
 		if h.Tasks[ti].Lifetime == Persistent {
 			t.state = TaskRunning
 		}
