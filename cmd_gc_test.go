@@ -113,3 +113,14 @@ func TestGCRetention(t *testing.T) {
 		t.Errorf("gc did not say why:\n%s", out)
 	}
 }
+
+// TestHelpStopsTheCommand: -h prints the flags and stops, rather than running the
+// command with its defaults (gc on the current directory's repository).
+func TestHelpStopsTheCommand(t *testing.T) {
+	for _, cmd := range []string{"gc", "replay", "report", "export", "status"} {
+		code, out, errOut := runMain(cmd, "--help")
+		if code != 0 || out != "" || !strings.Contains(errOut, "Usage of corral "+cmd) || strings.Contains(errOut, "corral "+cmd+":") {
+			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, out, errOut)
+		}
+	}
+}

@@ -99,6 +99,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if err == nil {
 			return exitOK
 		}
+		if errors.Is(err, errHelpShown) {
+			return exitOK
+		}
 		fmt.Fprintf(stderr, "corral %s: %v\n", c.name, err)
 		var ue usageError
 		var ee exitError
