@@ -119,7 +119,7 @@ func TestGCRetention(t *testing.T) {
 func TestHelpStopsTheCommand(t *testing.T) {
 	for _, cmd := range []string{"gc", "replay", "report", "export", "status"} {
 		code, out, errOut := runMain(cmd, "--help")
-		if code != 0 || out != "" || !strings.Contains(errOut, "Usage of corral "+cmd) || strings.Contains(errOut, "corral "+cmd+":") {
+		if code != 0 || out != "" || !strings.Contains(errOut, "Usage of corral "+cmd) || strings.Contains("\n"+errOut, "\ncorral "+cmd+":") {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, out, errOut)
 		}
 	}
