@@ -32,11 +32,12 @@ func (h *History) At(t time.Time) Moment {
 			continue // added later in the run
 		}
 		task := rec
-		if f.seen {
-			task.State, task.Reason, task.Attempts = f.state, f.reason, f.attempts
-			if !f.since.IsZero() {
-				task.Updated = f.since
-			}
+		task.State, task.Reason, task.Attempts = f.state, f.reason, f.attempts
+		if !f.seen && f.state == "" {
+			// Created, its task.queued not come yet: every task starts queued.
+			task.State, task.Updated = TaskQueued, rec.Created
+		} else if !f.since.IsZero() {
+			task.Updated = f.since
 		}
 		m.State.Tasks = append(m.State.Tasks, task)
 	}
