@@ -247,7 +247,7 @@ GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@c GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=
 			if outcome == "rejected" {
 				con = []supervisor.Conflict{{Path: p.Paths[0], Class: []string{"content", "add-add", "modify-delete"}[rng.IntN(3)]}}
 			} else if outcome != "empty" {
-				p.NewHead = fmt.Sprintf("%040x", rng.Uint64())
+				p.NewHead = fmt.Sprintf("%016x%016x%08x", rng.Uint64(), rng.Uint64(), rng.Uint32())
 			}
 			all = append(all, ev{Event: supervisor.Event{Time: p.Time, Kind: "publish." + outcome, Task: id, Session: sid,
 				Data: json.RawMessage(fmt.Sprintf(`{"new_head":%q,"conflicts":%d}`, p.NewHead, len(con)))}, pub: p, con: con})
