@@ -54,7 +54,7 @@ func commands() []command {
 		{"approve", "land an escalated publish: approve ID", runApprove},
 		{"deny", "turn an escalated publish down: deny ID --why REASON", runDeny},
 		{"replay", "watch a recorded run again: replay [RUN] [--at TIME] | replay --session ID", runReplay},
-		{"report", "measure a run: report [RUN] [--json|--markdown] [--vs RUN] [--gantt] [--svg FILE] | report --runs", runReport},
+		{"report", "measure a run: report [RUN] [--json|--markdown] [--vs RUN] [--svg FILE] | report --runs", runReport},
 		{"export", "write a session's terminal as asciicast v2: export SESSION [-o FILE]", runExport},
 		{"gc", "remove old runs' recordings and unused snapshots: gc [--dry-run]", runGC},
 	}
