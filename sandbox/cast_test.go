@@ -140,3 +140,26 @@ func TestLastLines(t *testing.T) {
 		t.Errorf("short output changed: %q", got)
 	}
 }
+
+// TestRecorderLimit: past its limit a recording keeps a note and nothing more.
+func TestRecorderLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.cast")
+	r := NewRecorder(path, 80, 24, "s-1")
+	r.Limit(1000)
+	line := []byte(fmt.Sprintf("%099d\n", 7))
+	for i := 0; i < 50; i++ {
+		r.Write(line)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenCast(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, _ := c.Read(0, c.Output)
+	if !bytes.HasPrefix(got, bytes.Repeat(line, 10)) || !bytes.Contains(got, []byte("recording stopped after 1000 bytes")) || c.Events != 11 {
+		t.Errorf("limited recording: %d events, %q", c.Events, got)
+	}
+}

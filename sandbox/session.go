@@ -73,6 +73,9 @@ type SessionConfig struct {
 	// directory, which Destroy removes unless the layer is kept. The supervisor keeps
 	// recordings apart, so a run can be replayed after its sessions are gone.
 	Recording string
+	// RecordingLimit bounds the recording's output bytes (0: DefaultRecordingLimit,
+	// <0: no limit).
+	RecordingLimit int64
 }
 
 // ExitStatus is how an agent ended.
@@ -271,6 +274,7 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 		os.MkdirAll(filepath.Dir(s.recPath), 0o700)
 	}
 	s.rec = NewRecorder(s.recPath, cfg.Cols, cfg.Rows, cfg.ID)
+	s.rec.Limit(cfg.RecordingLimit)
 	go s.readOutput()
 	go s.wait()
 	return s, nil
