@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +208,43 @@ func TestParseReplayTime(t *testing.T) {
 		if _, err := ParseReplayTime(bad, start, end, cur); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestReplayGolden pins the replay screen: the time bar under the panes and the
+// replay keys in the help bar.
+func TestReplayGolden(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.UTC // the bar shows local clock times
+	for _, c := range []struct {
+		name string
+		w, h int
+		keys []string
+	}{
+		{"80x24-replay", 80, 24, []string{".", "."}},
+		{"80x24-replay-help", 80, 24, []string{"?"}},
+		{"80x24-replay-goto", 80, 24, []string{"g", "+", "9", "0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newFakeReplay()
+			m := New(r, Options{Theme: themes.Plain()})
+			m.Update(tea.WindowSizeMsg{Width: c.w, Height: c.h})
+			m.Update(snapshotMsg{tag: 1, snap: r.snap})
+			for _, k := range c.keys {
+				m.Update(replayKey(k))
+			}
+			got := stripANSI(m.render())
+			path := filepath.Join("testdata", c.name+".golden")
+			if *update {
+				os.WriteFile(path, []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("view differs from %s (run with -update if the change is meant):\n%s", path, got)
+			}
+		})
 	}
 }
