@@ -25,10 +25,10 @@ import (
 func runBench(args []string, stdout, stderr io.Writer) error {
 	benches := map[string]func([]string, io.Writer, io.Writer) error{
 		"sandbox": benchSandbox, "supervisor": benchSupervisor, "publish": benchPublish, "tui": benchTUI,
-		"gateway": benchGateway, "lane": benchLane,
+		"gateway": benchGateway, "lane": benchLane, "replay": benchReplay,
 	}
 	if len(args) == 0 || benches[args[0]] == nil {
-		return badInput("want: bench sandbox|supervisor|publish|tui|gateway|lane [flags]")
+		return badInput("want: bench sandbox|supervisor|publish|tui|gateway|lane|replay [flags]")
 	}
 	return benches[args[0]](args[1:], stdout, stderr)
 }

@@ -46,6 +46,8 @@ func openPlanFleet(planPath string, fresh bool) (*supervisor.Plan, sandbox.Repo,
 			for _, suffix := range []string{"", "-wal", "-shm"} {
 				os.Rename(path+suffix, old+suffix)
 			}
+			// Set-aside runs keep their recordings within the retention limits.
+			collectGarbage(repo, defaultRetention, time.Now())
 		}
 	}
 	db, err := store.Open(path)

@@ -52,11 +52,16 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// errHelpShown says -h printed a command's flags: the command stops there (exit 0)
+// instead of running with its defaults, which for gc or reap would act on the
+// current directory's repository.
+var errHelpShown = errors.New("help shown")
+
 // parseFlags turns a flag error into bad input.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return errHelpShown
 		}
 		return badInput("%v", err)
 	}

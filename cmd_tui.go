@@ -400,6 +400,33 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	if err != nil {
 		return snap, err
 	}
+	fillSnapshot(&snap, snapshotInput{state: st, leases: leases, publishes: pubs, approvals: approvals,
+		conflicts: conflicts, laneRuns: laneRuns, behind: b.behind, heldDiff: b.heldDiff,
+		layerBytes: func(s supervisor.Session) int64 { return b.layerBytes(s, snap.Taken) }})
+	snap.Inbox = withAgentInbox(snap.Inbox, b.fl.sv.Inbox())
+	return snap, nil
+}
+
+// snapshotInput is what a picture of the fleet is made from: the supervisor's state
+// and the store's records, live (tuiBackend) or as they were at a moment of a recorded
+// run (replay), so both show the same panes for the same fleet.
+type snapshotInput struct {
+	state     supervisor.FleetState
+	leases    []supervisor.Lease // held
+	publishes []supervisor.Publish
+	approvals []supervisor.Approval
+	conflicts map[int64][]supervisor.Conflict
+	laneRuns  []supervisor.LaneRun // the integration lane's runs, for each publish's verdict
+	behind    func(base, head string) int
+	heldDiff  func(supervisor.Publish) []string
+	// layerBytes measures a live session's private layer; nil where layers are gone
+	// (replay).
+	layerBytes func(supervisor.Session) int64
+}
+
+// fillSnapshot fills the task rows, leases, publishes and inbox of snap.
+func fillSnapshot(snap *tui.Snapshot, in snapshotInput) {
+	st, leases, pubs, approvals, conflicts := in.state, in.leases, in.publishes, in.approvals, in.conflicts
 	decided := map[int64]string{}
 	for _, a := range approvals {
 		decided[a.Publish] = a.Decision
@@ -408,7 +435,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	for _, s := range st.Sessions {
 		live[s.Task] = s
 	}
-	verdicts, blamed := laneVerdicts(laneRuns)
+	verdicts, blamed := laneVerdicts(in.laneRuns)
 	lastPub := map[string]supervisor.Publish{}
 	for _, p := range pubs {
 		lastPub[p.Task] = p
@@ -429,8 +456,10 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			ModelTokens: st.TaskSpend[t.ID].Tokens(), ModelCost: st.TaskSpend[t.ID].Cost, BudgetTokens: t.BudgetTokens, BudgetCost: t.BudgetCost}
 		if s, ok := live[t.ID]; ok {
 			row.Session, row.Base = s.ID, s.Base
-			row.LayerBytes = b.layerBytes(s, snap.Taken)
-			row.Behind = b.behind(s.Base, st.Fleet.Head)
+			row.Behind = in.behind(s.Base, st.Fleet.Head)
+			if in.layerBytes != nil {
+				row.LayerBytes = in.layerBytes(s)
+			}
 			u := st.Usage[s.ID]
 			row.CPUPercent, row.Memory, row.OOMKills, row.Throttled = u.CPUPercent, u.Memory, u.OOMKills, u.Throttled
 			for _, l := range leases {
@@ -449,7 +478,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			if p, ok := lastPub[t.ID]; ok && p.Outcome == supervisor.OutcomeEscalated && decided[p.ID] == "" {
 				item.Publish, item.Paths = p.ID, p.Paths
 				item.What = "escalated publish waits for approval (a approves, d denies): " + p.Message
-				item.Diff = b.heldDiff(p)
+				item.Diff = in.heldDiff(p)
 			}
 			snap.Inbox = append(snap.Inbox, item)
 		case supervisor.TaskFailed:
@@ -461,6 +490,4 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 			snap.Inbox = append(snap.Inbox, tui.InboxItem{Task: t.ID, What: "interrupted: p resumes it over its kept layer"})
 		}
 	}
-	snap.Inbox = withAgentInbox(snap.Inbox, b.fl.sv.Inbox())
-	return snap, nil
 }

@@ -48,7 +48,7 @@ func commands() []command {
 		{"sandbox", "run one command in a sandbox by hand: sandbox run --repo DIR -- CMD…", runSandbox},
 		{"tui", "open a plan's fleet in the terminal UI: tui PLAN", runTUI},
 		{"demo", "run the sample shop's story with scripted agents: demo [--headless]", runDemo},
-		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox|supervisor|publish", runBench},
+		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox|supervisor|publish|replay", runBench},
 		{"policy", "say which path rule integrates a path: policy explain PATH… [--plan PLAN]", runPolicy},
 		{"publish", "list publishes, show one with its held diff: publish ls | publish show ID", runPublish},
 		{"approve", "land an escalated publish: approve ID", runApprove},
@@ -57,6 +57,10 @@ func commands() []command {
 		{"answer", "answer an agent's inbox item: answer ID TEXT…", runAnswer},
 		{"ctl", "inside a sandbox: see the board, declare intent, lease ports, publish, hand off: ctl VERB", runCtl},
 		{"mcp", "inside a sandbox: serve the ctl verbs as MCP tools over stdio", runMCP},
+		{"replay", "watch a recorded run again: replay [RUN] [--at TIME] | replay --session ID", runReplay},
+		{"report", "measure a run: report [RUN] [--json|--markdown] [--vs RUN] [--svg FILE] | report --runs", runReport},
+		{"export", "write a session's terminal as asciicast v2: export SESSION [-o FILE]", runExport},
+		{"gc", "remove old runs' recordings and unused snapshots: gc [--dry-run]", runGC},
 	}
 }
 
@@ -97,6 +101,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(args[1:], stdout, stderr)
 		if err == nil {
+			return exitOK
+		}
+		if errors.Is(err, errHelpShown) {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "corral %s: %v\n", c.name, err)

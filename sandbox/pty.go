@@ -82,6 +82,22 @@ type Recorder struct {
 	start  time.Time
 	carry  []byte // an incomplete UTF-8 sequence held back from the previous chunk
 	err    error
+	limit  int64 // bytes of output recorded at most (0: DefaultRecordingLimit, <0: none)
+	n      int64 // bytes of output recorded
+	full   bool  // the limit was reached: the rest of the output is not recorded
+}
+
+// DefaultRecordingLimit bounds one session's recording: an agent printing without
+// end (a log tailed in a loop) must not fill the disk. Replay shows a note where the
+// recording stopped.
+const DefaultRecordingLimit = 256 << 20
+
+// Limit sets how many bytes of output the recording keeps (0: the default, <0: no
+// limit).
+func (r *Recorder) Limit(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limit = n
 }
 
 // asciicastHeader is the first line of an asciicast v2 file.
@@ -135,7 +151,17 @@ func (r *Recorder) Write(p []byte) (int, error) {
 		}
 	}
 	r.carry = append([]byte(nil), data[cut:]...)
-	if cut > 0 {
+	if cut > 0 && !r.full {
+		limit := r.limit
+		if limit == 0 {
+			limit = DefaultRecordingLimit
+		}
+		if limit > 0 && r.n+int64(cut) > limit {
+			r.full, r.carry = true, nil
+			r.event("o", fmt.Sprintf("\r\n[corral: recording stopped after %d bytes of output; the session went on]\r\n", r.n))
+			return len(p), nil
+		}
+		r.n += int64(cut)
 		r.event("o", string(data[:cut]))
 	}
 	return len(p), nil

@@ -88,6 +88,13 @@ type SessionConfig struct {
 	// AdoptLayer is an existing private layer (an interrupted session's upper dir) to
 	// continue from: it is moved, not copied, into this session.
 	AdoptLayer string
+	// Recording is the asciicast file of the terminal; "" puts it in the session's
+	// directory, which Destroy removes unless the layer is kept. The supervisor keeps
+	// recordings apart, so a run can be replayed after its sessions are gone.
+	Recording string
+	// RecordingLimit bounds the recording's output bytes (0: DefaultRecordingLimit,
+	// <0: no limit).
+	RecordingLimit int64
 }
 
 // ExitStatus is how an agent ended.
@@ -130,6 +137,7 @@ type Session struct {
 	master  *os.File
 	ring    *Ring
 	rec     *Recorder
+	recPath string
 	fwd     *PortForwarder
 	svcs    []net.Listener
 	ends    []Endpoint
@@ -277,7 +285,16 @@ func StartSession(cfg SessionConfig) (_ *Session, err error) {
 	s.timings.Total = time.Since(s.started)
 	cfg.Pool.refill()
 	s.ring = NewRing(cfg.RingSize)
-	s.rec = NewRecorder(filepath.Join(s.dir, "rec.cast"), cfg.Cols, cfg.Rows, cfg.ID)
+	s.recPath = cfg.Recording
+	if s.recPath == "" {
+		s.recPath = filepath.Join(s.dir, "rec.cast")
+	} else {
+		// A failure here shows as the recorder's own error at its first write; the
+		// agent already runs and is not stopped for a recording.
+		os.MkdirAll(filepath.Dir(s.recPath), 0o700)
+	}
+	s.rec = NewRecorder(s.recPath, cfg.Cols, cfg.Rows, cfg.ID)
+	s.rec.Limit(cfg.RecordingLimit)
 	go s.readOutput()
 	go s.wait()
 	return s, nil
@@ -612,7 +629,7 @@ func (s *Session) Endpoints() []Endpoint { return s.ends }
 func (s *Session) Output() *Ring { return s.ring }
 
 // RecordingPath returns the asciicast v2 file of the session's terminal.
-func (s *Session) RecordingPath() string { return filepath.Join(s.dir, "rec.cast") }
+func (s *Session) RecordingPath() string { return s.recPath }
 
 // Done is closed when the agent (and with it the sandbox) has exited.
 func (s *Session) Done() <-chan struct{} { return s.done }

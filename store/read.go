@@ -193,3 +193,17 @@ func (r reader) Events(after int64, limit int) ([]supervisor.Event, error) {
 	}
 	return list(r.q, fmt.Sprintf("events after %d", after), scanEvent, selectEvents, after, limit)
 }
+
+// AllConflicts returns every conflict by publish, in one query (replay loads a whole
+// run's at once).
+func (r reader) AllConflicts() (map[int64][]supervisor.Conflict, error) {
+	cs, err := list(r.q, "conflicts", scanConflict, selectFrom("conflicts", conflictCols)+" ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	m := map[int64][]supervisor.Conflict{}
+	for _, c := range cs {
+		m[c.Publish] = append(m[c.Publish], c)
+	}
+	return m, nil
+}

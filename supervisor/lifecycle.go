@@ -115,6 +115,7 @@ func (s *Supervisor) launch(t *Task, l launch) error {
 	}
 	s.sessionTask[id] = t.ID
 	cfg.AdoptLayer = l.layer
+	cfg.Recording = RecordingPath(s.repo, s.fleet, id)
 	if p := s.conflictView(id); fileExists(p) {
 		cfg.Binds = append(cfg.Binds, sandbox.Bind{Path: p})
 	}

@@ -56,7 +56,8 @@ type Model struct {
 	attached  string // session typed into, "" when not attached
 	quitting  bool
 	boxCache  map[int]boxCache
-	frame     string // the last rendered screen; "" when something changed since
+	frame     string          // the last rendered screen; "" when something changed since
+	replay    *replayControls // the time bar, over a Replayer backend; nil when live
 }
 
 // New builds the root model over a backend.
@@ -72,6 +73,10 @@ func New(b Backend, opts Options) *Model {
 		if n == opts.Theme.Name {
 			m.themeAt = i
 		}
+	}
+	if r, ok := b.(Replayer); ok {
+		m.replay = newReplayControls(r)
+		m.tasks.now = func() time.Time { return m.snap.Taken } // ages as they were at the cursor
 	}
 	m.evCh, m.unsub = b.Subscribe()
 	m.refresh() // panes always have data, empty until the first snapshot
@@ -123,8 +128,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.applied, m.snap, m.lastSnap = msg.tag, msg.snap, time.Now()
-		if len(m.events) == 0 {
-			m.events = append(m.events, msg.snap.Events...)
+		if len(m.events) == 0 || m.replay != nil {
+			// Replayed, the timeline is what had happened by the cursor.
+			m.events = append(m.events[:0:0], msg.snap.Events...)
 		}
 		m.layout() // the tasks pane grows with the tasks on a narrow screen
 		m.refresh()
@@ -199,6 +205,9 @@ func (m *Model) setStatus(s string, isErr bool) { m.status, m.statusErr = s, isE
 // and the shown session's new output, at most once per frame each.
 func (m *Model) onFrame() tea.Cmd {
 	cmds := []tea.Cmd{frameCmd()}
+	if m.replay != nil {
+		m.replayMoved(m.replay.tick(time.Now()))
+	}
 	if !m.fetching && (m.dirty || time.Since(m.lastSnap) >= snapshotEvery) {
 		m.fetching, m.dirty = true, false
 		m.tag++
@@ -241,6 +250,16 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	if m.dialog != nil {
 		return m.onDialogKey(msg)
+	}
+	if m.replay != nil {
+		if key.Matches(msg, m.keys.Quit) && !m.replay.seeking {
+			return func() tea.Msg { return quitReadyMsg{} } // nothing runs in a replay
+		}
+		if mv, ok := m.replay.onKey(msg); ok {
+			m.status = ""
+			m.replayMoved(mv)
+			return nil
+		}
 	}
 	k := m.keys
 	switch {
@@ -320,4 +339,17 @@ func plural(n int, one, many string) string {
 		return fmt.Sprintf("%d %s", n, one)
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// replayMoved refetches the panes after the replay cursor moved; the session pane
+// starts over unless the cursor only played forward.
+func (m *Model) replayMoved(mv moved) {
+	if mv == stayed {
+		return
+	}
+	m.dirty, m.frame = true, ""
+	if mv == jumped {
+		m.session.close()
+		m.outFrom, m.outBusy = 0, false
+	}
 }

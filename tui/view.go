@@ -107,7 +107,9 @@ func (m *Model) render() string {
 		}
 	}
 	parts := []string{m.header(), strings.Join(body, "\n"), m.statusLine()}
-	if m.fullHelp {
+	if m.replay != nil {
+		parts = append(parts, m.replayHelp())
+	} else if m.fullHelp {
 		parts = append(parts, m.help.FullHelpView(m.keys.FullHelp()))
 	} else {
 		parts = append(parts, m.help.ShortHelpView(m.keys.ShortHelp()))
@@ -316,6 +318,9 @@ func (m *Model) header() string {
 
 func (m *Model) statusLine() string {
 	st := m.styles
+	if m.replay != nil && m.dialog == nil {
+		return m.replay.bar(st, m.width, m.status)
+	}
 	if m.dialog != nil {
 		if m.dialog.kind == dlgConfirm || m.dialog.kind == dlgQuit {
 			return padTo(st.Warn.Render(m.dialog.prompt), m.width)
