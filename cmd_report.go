@@ -159,7 +159,15 @@ func classes(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-const costNote = "cost: not recorded yet — the model gateway will fill the cost columns (TaskReport.Cost)"
+const costNote = "cost: no model calls recorded (the fleet ran without a [gateway] in its plan)"
+
+// costCell is a cost as a report shows it: dollars and tokens, or "-" without calls.
+func costCell(c *supervisor.Cost) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("$%.4f (%s tok, %d calls)", c.Dollars, policies.FormatCount(c.Tokens()), c.Calls)
+}
 
 // fleetLines are the fleet's figures as (name, value) pairs, for every format.
 func fleetLines(r namedReport) [][2]string {
@@ -182,12 +190,24 @@ func fleetLines(r namedReport) [][2]string {
 		{"CPU", dur(f.CPU)},
 		{"per accepted task", fmt.Sprintf("latency %s = running %s + waiting admission %s + waiting human %s; %.1f attempts; CPU %s",
 			dur(pa.Latency), dur(pa.Running), dur(pa.WaitingAdmission), dur(pa.WaitingHuman), pa.Attempts, dur(pa.CPU))},
-		{"cost", "-  (" + costNote + ")"},
+		{"cost", fleetCost(f)},
 	}
 }
 
 var taskHeader = []string{"TASK", "OUTCOME", "ACCEPTED", "ATTEMPTS", "RETRIES", "PUBLISHES", "CONFLICTS", "1ST CONFLICT",
 	"LATENCY", "RUNNING", "PAUSED", "WAIT ADMIT", "WAIT HUMAN", "CPU", "MEM PEAK", "COST"}
+
+// fleetCost is the fleet's model spend and what one accepted task cost.
+func fleetCost(f supervisor.FleetReport) string {
+	if f.Cost == nil {
+		return "-  (" + costNote + ")"
+	}
+	s := costCell(f.Cost)
+	if c := f.PerAccepted.Cost; c != nil {
+		s += fmt.Sprintf("; per accepted task $%.4f (%s tok)", c.Dollars, policies.FormatCount(c.Tokens()))
+	}
+	return s
+}
 
 func taskCells(t supervisor.TaskReport) []string {
 	lat := dur(t.Latency)
@@ -196,7 +216,7 @@ func taskCells(t supervisor.TaskReport) []string {
 	}
 	return []string{t.Task, string(t.Outcome), yesNo(t.Accepted), fmt.Sprint(t.Attempts), fmt.Sprint(t.Retries), fmt.Sprint(t.Publishes),
 		classes(t.Conflicts), optDur(t.FirstConflict), lat, dur(t.Running), dur(t.Paused), dur(t.WaitingAdmission),
-		dur(t.WaitingHuman), dur(t.CPU), policies.FormatSize(int64(t.MemoryPeak)), "-"}
+		dur(t.WaitingHuman), dur(t.CPU), policies.FormatSize(int64(t.MemoryPeak)), costCell(t.Cost)}
 }
 
 func yesNo(b bool) string {
@@ -263,7 +283,7 @@ func writeComparison(w io.Writer, a, b namedReport, md bool) {
 		{"per accepted: waiting human", dur(pa.WaitingHuman), dur(pb.WaitingHuman)},
 		{"per accepted: attempts", fmt.Sprintf("%.2f", pa.Attempts), fmt.Sprintf("%.2f", pb.Attempts)},
 		{"per accepted: CPU", dur(pa.CPU), dur(pb.CPU)},
-		{"per accepted: cost", "-", "-"},
+		{"per accepted: cost", costCell(pa.Cost), costCell(pb.Cost)},
 	}
 	ratio := func(x, y time.Duration) string {
 		if x == 0 || y == 0 {
@@ -282,7 +302,9 @@ func writeComparison(w io.Writer, a, b namedReport, md bool) {
 		for _, r := range rows {
 			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r[0], mdCell(r[1]), mdCell(r[2]), delta[r[0]])
 		}
-		fmt.Fprintf(w, "\n%s\n", costNote)
+		if pa.Cost == nil && pb.Cost == nil {
+			fmt.Fprintf(w, "\n%s\n", costNote)
+		}
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -291,7 +313,9 @@ func writeComparison(w io.Writer, a, b namedReport, md bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r[0], r[1], r[2], delta[r[0]])
 	}
 	tw.Flush()
-	fmt.Fprintln(w, costNote)
+	if pa.Cost == nil && pb.Cost == nil {
+		fmt.Fprintln(w, costNote)
+	}
 }
 
 // ganttGlyphs draws each state in the terminal timeline.

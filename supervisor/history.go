@@ -24,6 +24,7 @@ type History struct {
 	Conflicts map[int64][]Conflict // by publish
 	Approvals []Approval
 	Events    []Event
+	Calls     []ModelCall // metered model calls, for the report's cost columns
 
 	facts       []eventFacts
 	times       []int64          // Events[i].Time as unix nanos, made non-decreasing for search
@@ -113,6 +114,9 @@ func LoadHistory(r Reader) (*History, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	if h.Events, err = r.Events(0, 0); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	if h.Calls, err = r.ModelCalls(""); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	h.index()

@@ -224,5 +224,24 @@ func TestReportFigures(t *testing.T) {
 	check("per accepted latency", f.PerAccepted.Latency, sec((11+63)/2.0))
 	check("per accepted waiting human", f.PerAccepted.WaitingHuman, sec(30))
 	check("per accepted attempts", f.PerAccepted.Attempts, 1.5)
-	check("cost", f.Cost == nil && a.Cost == nil, true)
+	check("cost without calls", f.Cost == nil && a.Cost == nil, true)
+
+	// With metered calls: per task (a call of a's session found by its session), the
+	// fleet, and the whole spend over the two accepted tasks.
+	h.Calls = []ModelCall{
+		{Session: "a-1", Task: "a", Input: 100, Output: 10, CacheRead: 1000, Cost: 0.5},
+		{Session: "a-2", Input: 50, Output: 5, Cost: 0.25},
+		{Session: "c-1", Task: "c", Input: 10, Output: 1, CacheWrite: 20, Cost: 0.75},
+	}
+	rep = h.Report(nil)
+	by = map[string]TaskReport{}
+	for _, tr := range rep.Tasks {
+		by[tr.Task] = tr
+	}
+	check("a cost", *by["a"].Cost, Cost{Calls: 2, InputTokens: 150, OutputTokens: 15, CacheReadTokens: 1000, Dollars: 0.75})
+	check("b cost", by["b"].Cost == nil, true)
+	check("c cost", *by["c"].Cost, Cost{Calls: 1, InputTokens: 10, OutputTokens: 1, CacheWriteTokens: 20, Dollars: 0.75})
+	check("fleet cost", rep.Fleet.Cost.Dollars, 1.5)
+	check("fleet tokens", rep.Fleet.Cost.Tokens(), int64(1196))
+	check("cost per accepted task", rep.Fleet.PerAccepted.Cost.Dollars, 0.75)
 }

@@ -65,17 +65,34 @@ type TaskReport struct {
 	Ended            bool          `json:"ended"`
 	CPU              time.Duration `json:"cpu_ns"` // over all its sessions
 	MemoryPeak       uint64        `json:"memory_peak"`
-	// Cost is tokens and money, once the model gateway records them; nil until then.
+	// Cost is the tokens and money of its model calls through the gateway; nil when
+	// the run recorded none.
 	Cost     *Cost  `json:"cost"`
 	Timeline []Span `json:"timeline"`
 }
 
-// Cost is what a task's model calls cost. No gateway records calls yet: this is the
-// place reports will read them from when one does.
+// Cost is what model calls through the gateway cost, priced by the plan's table.
 type Cost struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	Dollars      float64 `json:"dollars"`
+	Calls            int     `json:"calls"`
+	InputTokens      int64   `json:"input_tokens"` // uncached input
+	OutputTokens     int64   `json:"output_tokens"`
+	CacheReadTokens  int64   `json:"cache_read_tokens"`
+	CacheWriteTokens int64   `json:"cache_write_tokens"`
+	Dollars          float64 `json:"dollars"`
+}
+
+// Tokens is the total over every category.
+func (c Cost) Tokens() int64 {
+	return c.InputTokens + c.OutputTokens + c.CacheReadTokens + c.CacheWriteTokens
+}
+
+func (c *Cost) add(m ModelCall) {
+	c.Calls++
+	c.InputTokens += m.Input
+	c.OutputTokens += m.Output
+	c.CacheReadTokens += m.CacheRead
+	c.CacheWriteTokens += m.CacheWrite
+	c.Dollars += m.Cost
 }
 
 // HumanItem is one thing that waited on a human: from entering the inbox to the
@@ -117,10 +134,12 @@ type FleetReport struct {
 		WaitingHuman     time.Duration `json:"waiting_human_ns"`
 		Attempts         float64       `json:"attempts"`
 		CPU              time.Duration `json:"cpu_ns"`
-		Cost             *Cost         `json:"cost"`
+		// Cost is the whole run's model spend over its accepted tasks: failed and
+		// rejected attempts are part of what an accepted change cost.
+		Cost *Cost `json:"cost"`
 	} `json:"per_accepted_task"`
 	CPU  time.Duration `json:"cpu_ns"`
-	Cost *Cost         `json:"cost"` // nil until the model gateway records calls
+	Cost *Cost         `json:"cost"` // nil when the run recorded no model calls
 }
 
 // Report is a run's figures, per task and for the fleet.
@@ -251,6 +270,34 @@ func (h *History) Report(usage map[string]UsageTotal) Report {
 			pa.WaitingHuman += tr.WaitingHuman
 			pa.Attempts += float64(tr.Attempts)
 			pa.CPU += tr.CPU
+		}
+	}
+	if len(h.Calls) > 0 {
+		taskOf := map[string]string{}
+		for _, s := range h.Sessions {
+			taskOf[s.ID] = s.Task
+		}
+		fr.Cost = &Cost{}
+		for _, c := range h.Calls {
+			fr.Cost.add(c)
+			task := c.Task
+			if task == "" {
+				task = taskOf[c.Session]
+			}
+			if tr := byTask[task]; tr != nil {
+				if tr.Cost == nil {
+					tr.Cost = &Cost{}
+				}
+				tr.Cost.add(c)
+			}
+		}
+		if n := fr.Accepted; n > 0 {
+			c := *fr.Cost
+			c.Calls /= n
+			c.InputTokens, c.OutputTokens = c.InputTokens/int64(n), c.OutputTokens/int64(n)
+			c.CacheReadTokens, c.CacheWriteTokens = c.CacheReadTokens/int64(n), c.CacheWriteTokens/int64(n)
+			c.Dollars /= float64(n)
+			fr.PerAccepted.Cost = &c
 		}
 	}
 	if n := fr.Accepted; n > 0 {
