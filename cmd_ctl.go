@@ -157,6 +157,21 @@ func printCtl(w io.Writer, req supervisor.CtlRequest, data json.RawMessage) erro
 		if st.Usage != nil {
 			fmt.Fprintf(w, "usage cpu %.0f%% memory %d bytes pids %d\n", st.Usage.CPUPercent, st.Usage.Memory, st.Usage.Pids)
 		}
+		if g := st.Gateway; g.Tokens != nil {
+			fmt.Fprintf(w, "model %d calls, %d tokens, $%.4f; task %d tokens, $%.4f", g.Calls, *g.Tokens, *g.CostUSD, g.TaskTokens, g.TaskCostUSD)
+			if g.BudgetTokens > 0 || g.BudgetCostUSD > 0 {
+				fmt.Fprintf(w, " (budget %d tokens, $%.2f)", g.BudgetTokens, g.BudgetCostUSD)
+			}
+			if g.Held {
+				fmt.Fprint(w, "; next request held")
+			}
+			fmt.Fprintln(w)
+			if q := g.Quota; q != nil {
+				fmt.Fprintf(w, "quota %.0f%% of the window (%s)\n", 100*q.Fraction, q.Reason)
+			}
+		} else if g.Note != "" {
+			fmt.Fprintf(w, "model %s\n", g.Note)
+		}
 		return nil
 	case supervisor.VerbIntent:
 		var r supervisor.IntentResult

@@ -43,7 +43,7 @@ cache_write = 3.75
 [[task]]
 id = "talk"
 prompt = "ask twice"
-agent = "MODEL_CALLS=2 MODEL_SHAPE='anthropic anthropic-stream' sh agents/model.sh; curl -s -o /dev/null https://evil.example.com/ || true"
+agent = "MODEL_CALLS=2 MODEL_SHAPE='anthropic anthropic-stream' sh agents/model.sh; corral ctl status --json > ctl-status.json; curl -s -o /dev/null https://evil.example.com/ || true"
 `, srv.URL))
 	evPath := filepath.Join(t.TempDir(), "events.jsonl")
 	if code, _, errOut := runMain("run", plan, "--headless", "--events", evPath); code != 0 {
@@ -77,6 +77,22 @@ agent = "MODEL_CALLS=2 MODEL_SHAPE='anthropic anthropic-stream' sh agents/model.
 	}
 	if _, out, _ = runMain("status", "--repo", dir); !strings.Contains(out, "model: 4 calls, 968 tokens") {
 		t.Errorf("status text lacks the model line:\n%s", out)
+	}
+	// The agent asked the gateway's account of itself through ctl.
+	var self supervisor.SessionStatus
+	headJSON(t, dir, "ctl-status.json", &self)
+	if g := self.Gateway; g.Tokens == nil || *g.Tokens != 968 || g.Calls != 4 || g.TaskTokens != 968 || g.CostUSD == nil || *g.CostUSD != st.Model.Total.Cost {
+		t.Errorf("ctl status gateway %+v, want 4 calls, 968 tokens, cost %v", g, st.Model.Total.Cost)
+	}
+	// The run's report prices the task and the accepted one.
+	code, out, _ = runMain("report", "--repo", dir, "--json")
+	var rep namedReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("report --json: exit %d\n%s", code, out)
+	}
+	if c := rep.Fleet.Cost; c == nil || c.Calls != 4 || c.Tokens() != 968 || c.Dollars != st.Model.Total.Cost ||
+		rep.Fleet.PerAccepted.Cost == nil || rep.Fleet.PerAccepted.Cost.Dollars != c.Dollars {
+		t.Errorf("report cost %+v, per accepted %+v", c, rep.Fleet.PerAccepted.Cost)
 	}
 }
 

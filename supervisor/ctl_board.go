@@ -241,12 +241,31 @@ type StatusBudget struct {
 	Pids   int64   `json:"pids"`
 }
 
-// StatusGateway is the model gateway's account of the session. The gateway (issue 6)
-// fills it; until a gateway runs, Tokens and CostUSD stay null and Note says so.
+// StatusGateway is the model gateway's account of the session: what it spent, what
+// its task spent over all attempts against the task's budgets, and the fleet quota.
+// Without a [gateway] in the plan, Tokens and CostUSD are null and Note says why.
 type StatusGateway struct {
-	Tokens  *int64   `json:"tokens"`
-	CostUSD *float64 `json:"cost_usd"`
-	Note    string   `json:"note,omitempty"`
+	Tokens        *int64     `json:"tokens"` // this session's, every category
+	CostUSD       *float64   `json:"cost_usd"`
+	Calls         int        `json:"calls"`
+	TaskTokens    int64      `json:"task_tokens"` // over all the task's attempts
+	TaskCostUSD   float64    `json:"task_cost_usd"`
+	BudgetTokens  int64      `json:"budget_tokens,omitempty"` // the task's caps (0: none)
+	BudgetCostUSD float64    `json:"budget_cost_usd,omitempty"`
+	Held          bool       `json:"held,omitempty"` // its next model request waits (quota or budget)
+	Quota         *QuotaView `json:"quota,omitempty"`
+	Note          string     `json:"note,omitempty"`
+}
+
+// gatewayStatus is the session's account at the gateway; it runs on the loop.
+func (s *Supervisor) gatewayStatus(session string, t *Task) StatusGateway {
+	if s.gw == nil {
+		return StatusGateway{Note: "no model gateway runs in this fleet (the plan has no [gateway]): token and cost accounting are not available"}
+	}
+	sp, tsp := s.spendSession[session], s.spendTask[t.ID]
+	tokens, cost := sp.Tokens(), sp.Cost
+	return StatusGateway{Tokens: &tokens, CostUSD: &cost, Calls: sp.Calls, TaskTokens: tsp.Tokens(), TaskCostUSD: tsp.Cost,
+		BudgetTokens: t.BudgetTokens, BudgetCostUSD: t.BudgetCost, Held: s.gw.Held(session), Quota: s.quotaView()}
 }
 
 // sessionStatus returns the caller's own status.
@@ -263,7 +282,7 @@ func (s *Supervisor) sessionStatus(session string) (SessionStatus, error) {
 		st = SessionStatus{Session: session, Task: t.ID, State: t.State, Lifetime: t.Lifetime, Attempt: ls.rec.Attempt,
 			Base: ls.rec.Base, Head: s.fleet.Head, Intent: nonNil(t.Intent), Overlaps: s.overlapping(t),
 			Budget:  StatusBudget{CPU: t.CPU, Memory: t.Memory, Pids: t.Pids},
-			Gateway: StatusGateway{Note: "no model gateway runs in this fleet: token and cost accounting are not available"}}
+			Gateway: s.gatewayStatus(session, t)}
 		for _, it := range s.inboxItems {
 			if it.Session == session && it.State == InboxOpen {
 				st.Inbox = append(st.Inbox, *it)
