@@ -262,6 +262,10 @@ func (b *tuiBackend) Act(a tui.Action) (string, error) {
 		if res, err = sv.Rebase(a.Task); err == nil {
 			note = rebaseNote(res)
 		}
+	case tui.VerbFallback:
+		if err = sv.UseFallback(); err == nil {
+			note = "model calls go to the fallback upstream; quota-paused sessions resumed"
+		}
 	case tui.VerbApprove:
 		err = sv.Approve(a.Publish)
 	case tui.VerbDeny:
@@ -318,6 +322,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 		Lane: tui.LaneStatus{Outcome: st.Lane.Outcome, Culprit: st.Lane.Culprit, Task: st.Lane.Task,
 			Narrowed: st.Lane.Narrowed, Queue: st.Lane.Queue},
 		ModelCalls: st.Spend.Calls, ModelTokens: st.Spend.Tokens(), ModelCost: st.Spend.Cost,
+		FallbackReady: st.FallbackReady,
 	}
 	if q := st.Quota; q != nil {
 		snap.Quota = &tui.Quota{Fraction: q.Fraction, Soft: q.Soft, Hard: q.Hard, Level: q.Level,

@@ -404,10 +404,16 @@ func TestFallbackUpstreamResumesAtOnce(t *testing.T) {
 		return taskState(st, "busy").State == supervisor.TaskPaused
 	})
 	primaryCalls := len(f.up.Requests())
+	if !sv.State().FallbackReady {
+		t.Errorf("a plan with a fallback_url, on its primary: fallback not offered")
+	}
 	if err := sv.UseFallback(); err != nil {
 		t.Fatal(err)
 	}
 	st := sv.State()
+	if st.FallbackReady {
+		t.Errorf("fallback still offered on the fallback upstream")
+	}
 	if taskState(st, "busy").State != supervisor.TaskRunning || !st.Quota.Fallback || len(st.Held) != 0 {
 		t.Errorf("after the switch: task %s, quota %+v, held %v", taskState(st, "busy").State, st.Quota, st.Held)
 	}

@@ -291,6 +291,20 @@ func (s *Supervisor) useFallback() error {
 	return nil
 }
 
+// fallbackReady reports whether UseFallback would switch anything now: the plan names
+// a fallback upstream the gateway is not already using.
+func (s *Supervisor) fallbackReady() bool {
+	if s.gw == nil {
+		return false
+	}
+	for _, u := range s.cfg.Gateway.Upstreams {
+		if cur, ok := s.gw.Upstream(u.Kind); u.FallbackURL != "" && ok && cur.URL != u.FallbackURL {
+			return true
+		}
+	}
+	return false
+}
+
 // usePrimaries puts the plan's primary upstreams back after a fallback.
 func (s *Supervisor) usePrimaries() {
 	for _, u := range s.cfg.Gateway.Upstreams {

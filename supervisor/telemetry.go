@@ -61,6 +61,7 @@ type FleetState struct {
 	CostPerAccepted float64
 	Quota           *QuotaView // nil without a [gateway.quota]
 	Held            []string   // sessions whose next model request the gateway holds
+	FallbackReady   bool       // UseFallback would move the fleet to a fallback upstream
 	Lane            LaneStatus
 }
 
@@ -82,6 +83,7 @@ func (s *Supervisor) State() FleetState {
 		}
 		st.Spend, st.TaskSpend, st.SessionSpend = s.spendAt()
 		st.Quota = s.quotaView()
+		st.FallbackReady = s.fallbackReady()
 		if s.gw != nil {
 			for _, id := range s.gw.Sessions() {
 				if s.gw.Held(id) {

@@ -87,6 +87,14 @@ func (m *Model) onActionKey(msg tea.KeyPressMsg) (tea.Cmd, bool) {
 		m.dialog = &dialog{kind: dlgConfirm, action: Action{Verb: VerbRebase, Task: sel.ID},
 			prompt: fmt.Sprintf("rebase %s onto the head (%d commit(s) ahead)? Its agent restarts over its files; clashes get conflict markers. [y/N]", sel.ID, sel.Behind)}
 		return nil, true
+	case key.Matches(msg, k.Fallback):
+		if !m.snap.FallbackReady {
+			m.setStatus("fallback: the plan's [gateway] names no fallback_url, or the fleet is on it already", false)
+			return nil, true
+		}
+		m.dialog = &dialog{kind: dlgConfirm, action: Action{Verb: VerbFallback},
+			prompt: "move every model call to the fallback upstream and resume the sessions the quota paused? [y/N]"}
+		return nil, true
 	case key.Matches(msg, k.Discard), key.Matches(msg, k.Kill):
 		if !needTask() {
 			return nil, true

@@ -43,10 +43,13 @@ const (
 	VerbRetry   Verb = "retry"
 	VerbPublish Verb = "publish now"
 	VerbRebase  Verb = "rebase"
-	VerbApprove Verb = "approve"
-	VerbDeny    Verb = "deny"
-	VerbAdd     Verb = "add task"
-	VerbAnswer  Verb = "answer" // an agent's inbox item (answer.go)
+	// VerbFallback moves the fleet's model calls to the plan's fallback upstreams and
+	// resumes the sessions the quota paused.
+	VerbFallback Verb = "fallback"
+	VerbApprove  Verb = "approve"
+	VerbDeny     Verb = "deny"
+	VerbAdd      Verb = "add task"
+	VerbAnswer   Verb = "answer" // an agent's inbox item (answer.go)
 )
 
 // Action is one user action on a task or a publish.
@@ -80,6 +83,8 @@ type Snapshot struct {
 	ModelTokens int64
 	ModelCost   float64
 	Quota       *Quota
+	// FallbackReady: the plan names a fallback upstream the fleet is not on yet.
+	FallbackReady bool
 }
 
 // Quota is where the fleet stands in its provider's usage window.

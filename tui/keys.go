@@ -6,7 +6,7 @@ import "charm.land/bubbles/v2/key"
 type KeyMap struct {
 	Up, Down, Tab, ShiftTab        key.Binding
 	Pause, Discard, Kill, Retry    key.Binding
-	Rebase                         key.Binding
+	Rebase, Fallback               key.Binding
 	Publish, Approve, Deny, Attach key.Binding
 	Add, Filter, Sort, Theme       key.Binding
 	Answer                         key.Binding
@@ -29,7 +29,8 @@ func DefaultKeyMap() KeyMap {
 		Kill:     b("X", "kill…", "X"),
 		Retry:    b("r", "retry", "r"),
 		Publish:  b("P", "publish now", "P"),
-		Rebase:   b("R", "rebase onto head…", "R"),
+		Rebase:   b("R", "rebase…", "R"),
+		Fallback: b("F", "fallback…", "F"),
 		Approve:  b("a", "approve", "a"),
 		Deny:     b("d", "deny…", "d"),
 		Attach:   b("enter", "attach", "enter"),
@@ -55,6 +56,6 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Up, k.Down, k.Tab, k.ShiftTab, k.Filter, k.Sort},
 		{k.Pause, k.Retry, k.Publish, k.Rebase, k.Discard, k.Kill},
 		{k.Approve, k.Deny, k.Answer, k.Attach, k.Detach, k.Add},
-		{k.Theme, k.Help, k.Quit},
+		{k.Theme, k.Fallback, k.Help, k.Quit},
 	}
 }

@@ -196,6 +196,9 @@ func target(a Action) string {
 	if a.Publish != 0 {
 		return fmt.Sprintf("publish %d", a.Publish)
 	}
+	if a.Task == "" {
+		return "the fleet" // a fleet-wide action
+	}
 	return a.Task
 }
 

@@ -310,3 +310,21 @@ func TestLaneInHeaderAndPublishes(t *testing.T) {
 		}
 	}
 }
+
+func TestFallbackKeyOnlyWhenThePlanHasOne(t *testing.T) {
+	m, f := newTestModel(t, 120, 35)
+	press(m, "F")
+	if len(f.acts) != 0 || m.dialog != nil || !strings.Contains(m.status, "no fallback_url") {
+		t.Fatalf("fallback without one: acts %+v dialog %v status %q", f.acts, m.dialog != nil, m.status)
+	}
+	m.snap.FallbackReady = true
+	f.notes = map[Verb]string{VerbFallback: "model calls go to the fallback upstream; quota-paused sessions resumed"}
+	press(m, "F")
+	if m.dialog == nil || len(f.acts) != 0 {
+		t.Fatalf("fallback did not ask first: acts %+v", f.acts)
+	}
+	press(m, "y")
+	if len(f.acts) != 1 || f.acts[0].Verb != VerbFallback || !strings.Contains(m.status, "quota-paused sessions resumed") {
+		t.Fatalf("actions %+v status %q", f.acts, m.status)
+	}
+}
