@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
@@ -182,10 +181,8 @@ type synthSpec struct {
 // resumed now and then, sampled once a second, each with an asciicast recording that
 // prints a line every half second and clears the screen every few minutes.
 func synthRun(dir string, spec synthSpec) (sandbox.Repo, string, error) {
-	script := `set -e; cd "$1"; git init -q -b main; echo x > f; git add f
-GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@c GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@c git commit -q -m init`
-	if out, err := exec.Command("/bin/sh", "-c", script, "sh", dir).CombinedOutput(); err != nil {
-		return sandbox.Repo{}, "", fmt.Errorf("bench repo: %v: %s", err, out)
+	if err := initBenchRepo(dir); err != nil {
+		return sandbox.Repo{}, "", err
 	}
 	repo, err := sandbox.OpenRepo(dir)
 	if err != nil {

@@ -27,19 +27,11 @@ func benchSupervisor(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*scratch, 0o755); err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp(*scratch, "corral-bench-sv-")
+	dir, err := benchRepo(*scratch, "corral-bench-sv-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	script := `set -e; cd "$1"; git init -q -b main; echo x > f; git add f
-GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@c GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@c git commit -q -m init`
-	if out, err := exec.Command("/bin/sh", "-c", script, "sh", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("bench repo: %v: %s", err, out)
-	}
 	repo, err := sandbox.OpenRepo(dir)
 	if err != nil {
 		return err
@@ -134,4 +126,30 @@ func selfCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchRepo makes a fresh one-commit repository in a new directory under scratch.
+func benchRepo(scratch, prefix string) (string, error) {
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(scratch, prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := initBenchRepo(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// initBenchRepo makes dir a repository with one commit on main.
+func initBenchRepo(dir string) error {
+	script := `set -e; cd "$1"; git init -q -b main; echo x > f; git add f
+GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@c GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@c git commit -q -m init`
+	if out, err := exec.Command("/bin/sh", "-c", script, "sh", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("bench repo: %v: %s", err, out)
+	}
+	return nil
 }

@@ -35,19 +35,11 @@ func benchTUI(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*scratch, 0o755); err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp(*scratch, "corral-bench-tui-")
+	dir, err := benchRepo(*scratch, "corral-bench-tui-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	script := `set -e; cd "$1"; git init -q -b main; echo x > f; git add f
-GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@c GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@c git commit -q -m init`
-	if out, err := exec.Command("/bin/sh", "-c", script, "sh", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("bench repo: %v: %s", err, out)
-	}
 	var plan strings.Builder
 	fmt.Fprintf(&plan, "[fleet]\nrepo = \".\"\nbase = \"main\"\nhead = \"corral/head\"\nmax_running = %d\n\n", *n)
 	plan.WriteString("[defaults]\nlifetime = \"persistent\"\nagent = \"sleep 3600\"\n")

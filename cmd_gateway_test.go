@@ -90,8 +90,8 @@ agent = "MODEL_CALLS=2 MODEL_SHAPE='anthropic anthropic-stream' sh agents/model.
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("report --json: exit %d\n%s", code, out)
 	}
-	if c := rep.Fleet.Cost; c == nil || c.Calls != 4 || c.Tokens() != 968 || c.Dollars != st.Model.Total.Cost ||
-		rep.Fleet.PerAccepted.Cost == nil || rep.Fleet.PerAccepted.Cost.Dollars != c.Dollars {
+	if c := rep.Fleet.Cost; c == nil || c.Calls != 4 || c.Tokens() != 968 || c.Cost != st.Model.Total.Cost ||
+		rep.Fleet.PerAccepted.Cost == nil || rep.Fleet.PerAccepted.Cost.Cost != c.Cost {
 		t.Errorf("report cost %+v, per accepted %+v", c, rep.Fleet.PerAccepted.Cost)
 	}
 }

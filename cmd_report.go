@@ -162,11 +162,11 @@ func classes(m map[string]int) string {
 const costNote = "cost: no model calls recorded (the fleet ran without a [gateway] in its plan)"
 
 // costCell is a cost as a report shows it: dollars and tokens, or "-" without calls.
-func costCell(c *supervisor.Cost) string {
+func costCell(c *supervisor.Spend) string {
 	if c == nil {
 		return "-"
 	}
-	return fmt.Sprintf("$%.4f (%s tok, %d calls)", c.Dollars, policies.FormatCount(c.Tokens()), c.Calls)
+	return fmt.Sprintf("$%.4f (%s tok, %d calls)", c.Cost, policies.FormatCount(c.Tokens()), c.Calls)
 }
 
 // fleetLines are the fleet's figures as (name, value) pairs, for every format.
@@ -204,7 +204,7 @@ func fleetCost(f supervisor.FleetReport) string {
 	}
 	s := costCell(f.Cost)
 	if c := f.PerAccepted.Cost; c != nil {
-		s += fmt.Sprintf("; per accepted task $%.4f (%s tok)", c.Dollars, policies.FormatCount(c.Tokens()))
+		s += fmt.Sprintf("; per accepted task $%.4f (%s tok)", c.Cost, policies.FormatCount(c.Tokens()))
 	}
 	return s
 }

@@ -238,10 +238,10 @@ func TestReportFigures(t *testing.T) {
 	for _, tr := range rep.Tasks {
 		by[tr.Task] = tr
 	}
-	check("a cost", *by["a"].Cost, Cost{Calls: 2, InputTokens: 150, OutputTokens: 15, CacheReadTokens: 1000, Dollars: 0.75})
+	check("a cost", *by["a"].Cost, Spend{Calls: 2, Input: 150, Output: 15, CacheRead: 1000, Cost: 0.75})
 	check("b cost", by["b"].Cost == nil, true)
-	check("c cost", *by["c"].Cost, Cost{Calls: 1, InputTokens: 10, OutputTokens: 1, CacheWriteTokens: 20, Dollars: 0.75})
-	check("fleet cost", rep.Fleet.Cost.Dollars, 1.5)
+	check("c cost", *by["c"].Cost, Spend{Calls: 1, Input: 10, Output: 1, CacheWrite: 20, Cost: 0.75})
+	check("fleet cost", rep.Fleet.Cost.Cost, 1.5)
 	check("fleet tokens", rep.Fleet.Cost.Tokens(), int64(1196))
-	check("cost per accepted task", rep.Fleet.PerAccepted.Cost.Dollars, 0.75)
+	check("cost per accepted task", rep.Fleet.PerAccepted.Cost.Cost, 0.75)
 }

@@ -67,32 +67,8 @@ type TaskReport struct {
 	MemoryPeak       uint64        `json:"memory_peak"`
 	// Cost is the tokens and money of its model calls through the gateway; nil when
 	// the run recorded none.
-	Cost     *Cost  `json:"cost"`
+	Cost     *Spend `json:"cost"`
 	Timeline []Span `json:"timeline"`
-}
-
-// Cost is what model calls through the gateway cost, priced by the plan's table.
-type Cost struct {
-	Calls            int     `json:"calls"`
-	InputTokens      int64   `json:"input_tokens"` // uncached input
-	OutputTokens     int64   `json:"output_tokens"`
-	CacheReadTokens  int64   `json:"cache_read_tokens"`
-	CacheWriteTokens int64   `json:"cache_write_tokens"`
-	Dollars          float64 `json:"dollars"`
-}
-
-// Tokens is the total over every category.
-func (c Cost) Tokens() int64 {
-	return c.InputTokens + c.OutputTokens + c.CacheReadTokens + c.CacheWriteTokens
-}
-
-func (c *Cost) add(m ModelCall) {
-	c.Calls++
-	c.InputTokens += m.Input
-	c.OutputTokens += m.Output
-	c.CacheReadTokens += m.CacheRead
-	c.CacheWriteTokens += m.CacheWrite
-	c.Dollars += m.Cost
 }
 
 // HumanItem is one thing that waited on a human: from entering the inbox to the
@@ -136,10 +112,10 @@ type FleetReport struct {
 		CPU              time.Duration `json:"cpu_ns"`
 		// Cost is the whole run's model spend over its accepted tasks: failed and
 		// rejected attempts are part of what an accepted change cost.
-		Cost *Cost `json:"cost"`
+		Cost *Spend `json:"cost"`
 	} `json:"per_accepted_task"`
 	CPU  time.Duration `json:"cpu_ns"`
-	Cost *Cost         `json:"cost"` // nil when the run recorded no model calls
+	Cost *Spend        `json:"cost"` // nil when the run recorded no model calls
 }
 
 // Report is a run's figures, per task and for the fleet.
@@ -277,7 +253,7 @@ func (h *History) Report(usage map[string]UsageTotal) Report {
 		for _, s := range h.Sessions {
 			taskOf[s.ID] = s.Task
 		}
-		fr.Cost = &Cost{}
+		fr.Cost = &Spend{}
 		for _, c := range h.Calls {
 			fr.Cost.add(c)
 			task := c.Task
@@ -286,7 +262,7 @@ func (h *History) Report(usage map[string]UsageTotal) Report {
 			}
 			if tr := byTask[task]; tr != nil {
 				if tr.Cost == nil {
-					tr.Cost = &Cost{}
+					tr.Cost = &Spend{}
 				}
 				tr.Cost.add(c)
 			}
@@ -294,9 +270,9 @@ func (h *History) Report(usage map[string]UsageTotal) Report {
 		if n := fr.Accepted; n > 0 {
 			c := *fr.Cost
 			c.Calls /= n
-			c.InputTokens, c.OutputTokens = c.InputTokens/int64(n), c.OutputTokens/int64(n)
-			c.CacheReadTokens, c.CacheWriteTokens = c.CacheReadTokens/int64(n), c.CacheWriteTokens/int64(n)
-			c.Dollars /= float64(n)
+			c.Input, c.Output = c.Input/int64(n), c.Output/int64(n)
+			c.CacheRead, c.CacheWrite = c.CacheRead/int64(n), c.CacheWrite/int64(n)
+			c.Cost /= float64(n)
 			fr.PerAccepted.Cost = &c
 		}
 	}
