@@ -294,7 +294,11 @@ func (h *History) apply(st *foldState, i int) {
 			set(TaskInterrupted, "supervisor died under session "+e.Session)
 		}
 	case EvTaskInbox:
-		set(TaskInbox, fmt.Sprintf("out of retries after %d attempt(s): %s", f.attempts, f.reason))
+		if f.attempts > 0 { // out of retries; the event names the last attempt's reason
+			set(TaskInbox, fmt.Sprintf("out of retries after %d attempt(s): %s", f.attempts, f.reason))
+		} else { // an escalation or a red lane's hold: the event carries the task's reason
+			set(TaskInbox, f.reason)
+		}
 	}
 }
 
