@@ -352,76 +352,38 @@ func recordStamped(h *supervisor.History, from, to time.Time) bool {
 // step, jump, go to a time, play, see the selected agent's terminal at the cursor,
 // quit.
 func TestReplayInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("needs tmux to drive the terminal UI")
-	}
+	requireTmux(t)
 	dir := t.TempDir()
 	if _, _, err := synthRun(dir, synthSpec{sessions: 3, events: 300, length: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "corral")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	session := fmt.Sprintf("corral-replay-%d", os.Getpid())
-	exitFile := filepath.Join(t.TempDir(), "exit")
-	tmux := func(args ...string) string {
-		out, _ := exec.Command("tmux", args...).CombinedOutput()
-		return string(out)
-	}
-	tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "45",
-		fmt.Sprintf("TZ=UTC %s replay --repo %s 2>%s.err; echo $? > %s", bin, dir, exitFile, exitFile))
-	t.Cleanup(func() { tmux("kill-session", "-t", session) })
-	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
-	waitFor := func(what string, ok func(string) bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if ok(screen()) {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatalf("never saw %s; the screen:\n%s", what, screen())
-	}
-	has := func(sub string) func(string) bool { return func(s string) bool { return strings.Contains(s, sub) } }
-	keys := func(k ...string) { tmux(append([]string{"send-keys", "-t", session}, k...)...) }
+	bin := buildCorral(t)
+	term := startTmux(t, "replay", 160, 45, fmt.Sprintf("TZ=UTC %s replay --repo %s", bin, dir))
 
-	waitFor("the replay bar at the start", has("REPLAY ❚❚  1× 22:00:00.0  +0:00:00/0:10:00"))
+	term.waitFor("the replay bar at the start", has("REPLAY ❚❚  1× 22:00:00.0  +0:00:00/0:10:00"))
 	// Sessions start 100 ms apart: at the first event t00 runs, t02 waits.
-	waitFor("t02 queued", func(s string) bool { return rowState(s, "t02") == "queued" && rowState(s, "t00") == "running" })
-	keys(".", ".")
-	waitFor("t02 running after its start event", func(s string) bool { return rowState(s, "t02") == "running" })
-	waitFor("the step's event in the bar", has("session.started t02"))
-	keys("g", "+5m", "Enter")
-	waitFor("the cursor five minutes on", has("+0:05:00/0:10:00"))
+	term.waitFor("t02 queued", func(s string) bool { return rowState(s, "t02") == "queued" && rowState(s, "t00") == "running" })
+	term.keys(".", ".")
+	term.waitFor("t02 running after its start event", func(s string) bool { return rowState(s, "t02") == "running" })
+	term.waitFor("the step's event in the bar", has("session.started t02"))
+	term.keys("g", "+5m", "Enter")
+	term.waitFor("the cursor five minutes on", has("+0:05:00/0:10:00"))
 	// The selected task's terminal as it was then: its screen was cleared at 300 s
 	// and step 600 printed; step 601 comes half a second later.
-	waitFor("t00's terminal at 5 min", func(s string) bool {
+	term.waitFor("t00's terminal at 5 min", func(s string) bool {
 		return strings.Contains(s, "step 600") && !strings.Contains(s, "step 599") && !strings.Contains(s, "step 601")
 	})
-	keys("r")
-	waitFor("the next rejection", has("publish.rejected"))
-	keys("+", "+", "Space")
-	waitFor("playing at 4×", has("▶  4×"))
-	keys("End")
-	waitFor("the end", has("+0:10:00/0:10:00"))
-	waitFor("every task done", func(s string) bool { return rowState(s, "t00") == "done" && rowState(s, "t02") == "done" })
-	keys("D", "y")
-	waitFor("an action refused", has("never changes the fleet"))
-	keys("q")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if data, err := os.ReadFile(exitFile); err == nil && len(data) > 0 {
-			if code := strings.TrimSpace(string(data)); code != "0" {
-				errOut, _ := os.ReadFile(exitFile + ".err")
-				t.Fatalf("corral replay exited %s: %s", code, errOut)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("corral replay did not exit after q; the screen:\n%s", screen())
-		}
-		time.Sleep(100 * time.Millisecond)
+	term.keys("r")
+	term.waitFor("the next rejection", has("publish.rejected"))
+	term.keys("+", "+", "Space")
+	term.waitFor("playing at 4×", has("▶  4×"))
+	term.keys("End")
+	term.waitFor("the end", has("+0:10:00/0:10:00"))
+	term.waitFor("every task done", func(s string) bool { return rowState(s, "t00") == "done" && rowState(s, "t02") == "done" })
+	term.keys("D", "y")
+	term.waitFor("an action refused", has("never changes the fleet"))
+	term.keys("q")
+	if code, errOut := term.waitExit("corral replay after q", 10*time.Second); code != "0" {
+		t.Fatalf("corral replay exited %s: %s", code, errOut)
 	}
 }

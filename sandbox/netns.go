@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -267,51 +266,22 @@ func pipe(dst, src *net.TCPConn) {
 
 // dialInside connects to 127.0.0.1:port inside the forwarder's netns.
 //
-// The socket is created on a thread that has setns'd into the target namespace; a
-// socket keeps the namespace it was created in, so after switching back the returned
-// connection still talks to the sandbox. Only the dial happens there: IP literals
-// only, because a name lookup would run on other threads in the host namespace.
-// The work runs in a goroutine of its own so that, if switching back fails, its
-// thread stays locked and the runtime discards it when the goroutine exits instead of
-// handing a thread in the wrong namespace to other goroutines.
+// The socket is created on a thread switched into the sandbox's namespace (runInNetns).
+// Only the dial happens there: IP literals only, because a name lookup would run on
+// other threads in the host namespace.
 func (f *PortForwarder) dialInside(port int) (*net.TCPConn, error) {
-	type result struct {
-		c   *net.TCPConn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		c, err := f.dialOnLockedThread(port)
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
-}
-
-func (f *PortForwarder) dialOnLockedThread(port int) (*net.TCPConn, error) {
-	runtime.LockOSThread()
-	// /proc/thread-self, not /proc/self: namespaces are per thread and only this
-	// thread's is the one to return to.
-	orig, err := os.Open("/proc/thread-self/ns/net")
+	var c net.Conn
+	var dialErr error
+	err := runInNetns(f.ns, func() {
+		d := net.Dialer{Timeout: dialTimeout}
+		c, dialErr = d.DialContext(f.ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	})
 	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("dial port %d in %s: open own netns: %w", port, f.nsPath, err)
-	}
-	defer orig.Close()
-	if err := unix.Setns(int(f.ns.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("dial port %d in %s: setns: %w", port, f.nsPath, err)
-	}
-	d := net.Dialer{Timeout: dialTimeout}
-	c, dialErr := d.DialContext(f.ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// Leave the thread locked: it dies with this goroutine.
 		if c != nil {
 			c.Close()
 		}
-		return nil, fmt.Errorf("dial port %d in %s: setns back to host: %w", port, f.nsPath, err)
+		return nil, fmt.Errorf("dial port %d in %s: %w", port, f.nsPath, err)
 	}
-	runtime.UnlockOSThread()
 	if dialErr != nil {
 		return nil, fmt.Errorf("dial port %d in %s: %w", port, f.nsPath, dialErr)
 	}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 )
 
 // testNetns is a real network namespace held by a sleeping child process, with lo up.
@@ -59,42 +57,21 @@ func newTestNetns(t testing.TB) testNetns {
 	return ns
 }
 
-// inNetns runs fn on a locked thread switched into the namespace at path, then
-// switches back; if that fails the thread stays locked and dies with its goroutine.
+// inNetns runs fn in the namespace at path (runInNetns) and fails the test on an
+// error from either.
 func inNetns(t testing.TB, path string, fn func() error) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(path)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("setns %s: %w", path, err)
-			return
-		}
-		fnErr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns back from %s: %w", path, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- fnErr
-	}()
-	if err := <-errc; err != nil {
+	target, err := os.Open(path)
+	if err != nil {
 		t.Fatalf("in netns %s: %v", path, err)
+	}
+	defer target.Close()
+	var fnErr error
+	if err := runInNetns(target, func() { fnErr = fn() }); err != nil {
+		t.Fatalf("in netns %s: %v", path, err)
+	}
+	if fnErr != nil {
+		t.Fatalf("in netns %s: %v", path, fnErr)
 	}
 }
 

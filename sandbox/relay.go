@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Relay makes an address outside a sandbox reachable from inside it: it listens on
@@ -128,48 +125,26 @@ func (r *Relay) forward(in *net.TCPConn) {
 }
 
 // ListenIn opens a TCP listener on 127.0.0.1:port inside the network namespace at
-// netnsPath (0 picks a free port there). As with dialInside, only the socket is made
-// on a thread switched into the namespace; the socket keeps it afterwards.
+// netnsPath (0 picks a free port there). Only the socket is made inside the namespace
+// (runInNetns); the socket keeps it afterwards.
 func ListenIn(netnsPath string, port int) (net.Listener, error) {
 	ns, err := os.Open(netnsPath)
 	if err != nil {
 		return nil, fmt.Errorf("listen in %s: %w", netnsPath, err)
 	}
 	defer ns.Close()
-	type result struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	var lerr error
+	if err := runInNetns(ns, func() {
+		ln, lerr = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, fmt.Errorf("listen in %s: %w", netnsPath, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("listen in %s: open own netns: %w", netnsPath, err)}
-			return
-		}
-		defer orig.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("listen in %s: setns: %w", netnsPath, err)}
-			return
-		}
-		ln, lerr := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			if ln != nil {
-				ln.Close()
-			}
-			ch <- result{nil, fmt.Errorf("listen in %s: setns back to host: %w", netnsPath, err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		if lerr != nil {
-			lerr = fmt.Errorf("listen on port %d in %s: %w", port, netnsPath, lerr)
-		}
-		ch <- result{ln, lerr}
-	}()
-	r := <-ch
-	return r.ln, r.err
+	if lerr != nil {
+		return nil, fmt.Errorf("listen on port %d in %s: %w", port, netnsPath, lerr)
+	}
+	return ln, nil
 }

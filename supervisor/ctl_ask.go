@@ -21,16 +21,11 @@ func (s *Supervisor) ctlAsk(session, question string, flags map[string]string, c
 	}
 	var it *InboxItem
 	var ch chan string
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
+	err := s.onSession(session, func(ls *liveSession, _ *Task) error {
 		it = s.openInbox(InboxItem{Kind: kind, Task: ls.rec.Task, Session: session, Text: question, Asked: true, Screen: lastScreen(ls)})
 		ch = make(chan string, 1)
 		s.asks[it.ID] = ch
+		return nil
 	})
 	if err != nil {
 		return InboxItem{}, err

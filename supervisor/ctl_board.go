@@ -271,14 +271,7 @@ func (s *Supervisor) gatewayStatus(session string, t *Task) StatusGateway {
 // sessionStatus returns the caller's own status.
 func (s *Supervisor) sessionStatus(session string) (SessionStatus, error) {
 	var st SessionStatus
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
-		t := s.tasks[ls.rec.Task]
+	err := s.onSession(session, func(ls *liveSession, t *Task) error {
 		st = SessionStatus{Session: session, Task: t.ID, State: t.State, Lifetime: t.Lifetime, Attempt: ls.rec.Attempt,
 			Base: ls.rec.Base, Head: s.fleet.Head, Intent: nonNil(t.Intent), Overlaps: s.overlapping(t),
 			Budget:  StatusBudget{CPU: t.CPU, Memory: t.Memory, Pids: t.Pids},
@@ -288,6 +281,7 @@ func (s *Supervisor) sessionStatus(session string) (SessionStatus, error) {
 				st.Inbox = append(st.Inbox, *it)
 			}
 		}
+		return nil
 	})
 	if err != nil {
 		return st, err

@@ -48,17 +48,9 @@ func (s *Supervisor) ctlHandoff(session, id string, flags map[string]string) (Ha
 		}
 	}
 	var res HandoffResult
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
-		from := s.tasks[ls.rec.Task]
+	err := s.onSession(session, func(ls *liveSession, from *Task) error {
 		if artifact != "" && !inWorkspace(append([]string{ls.sb.Upper()}, ls.sb.Lowers()...), artifact) {
-			err = fmt.Errorf("handoff --artifact %s: not in this session's workspace", artifact)
-			return
+			return fmt.Errorf("handoff --artifact %s: not in this session's workspace", artifact)
 		}
 		prompt := flags["prompt"]
 		if prompt == "" {
@@ -82,9 +74,8 @@ func (s *Supervisor) ctlHandoff(session, id string, flags map[string]string) (Ha
 		if from.Lifetime == OneShot {
 			t.After = []string{from.ID}
 		}
-		if err = s.addTasks([]Task{t}); err != nil {
-			err = fmt.Errorf("handoff: %w", err)
-			return
+		if err := s.addTasks([]Task{t}); err != nil {
+			return fmt.Errorf("handoff: %w", err)
 		}
 		added := s.tasks[id]
 		s.commit(func(tx Tx) error {
@@ -100,6 +91,7 @@ func (s *Supervisor) ctlHandoff(session, id string, flags map[string]string) (Ha
 			res.Inbox = it.ID
 		}
 		res.Task = *added
+		return nil
 	})
 	s.kick()
 	return res, err

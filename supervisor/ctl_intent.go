@@ -39,14 +39,7 @@ func (s *Supervisor) ctlIntent(session string, add bool, globs []string) (Intent
 		return IntentResult{}, errors.New("intent add: want at least one GLOB")
 	}
 	var res IntentResult
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
-		t := s.tasks[ls.rec.Task]
+	err := s.onSession(session, func(_ *liveSession, t *Task) error {
 		next := slices.Clone(t.Intent)
 		if add {
 			for _, g := range globs {
@@ -77,7 +70,7 @@ func (s *Supervisor) ctlIntent(session string, add bool, globs []string) (Intent
 				"with": o.ID, "with_session": ov.Session, "files": ov.Files, "policy": s.fleet.Admission.Overlap})})
 		}
 		t.Updated = s.now()
-		_, err = s.commit(func(tx Tx) error {
+		_, err := s.commit(func(tx Tx) error {
 			if err := tx.PutTask(*t); err != nil {
 				return err
 			}
@@ -87,6 +80,7 @@ func (s *Supervisor) ctlIntent(session string, add bool, globs []string) (Intent
 			}
 			return nil
 		})
+		return err
 	})
 	return res, err
 }

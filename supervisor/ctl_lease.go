@@ -21,39 +21,30 @@ func (s *Supervisor) ctlLease(session string, port int, name string) (BoardLease
 		return BoardLease{}, fmt.Errorf("lease name %q: use letters, digits, '.', '_' or '-'", name)
 	}
 	var out BoardLease
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
+	err := s.onSession(session, func(ls *liveSession, _ *Task) error {
 		held := s.heldLeases()
 		var replace *Lease
 		for i, l := range held {
 			switch {
 			case name != "" && l.Name == name && l.Session != session:
-				err = fmt.Errorf("lease name %q: held by session %s (task %s)", name, l.Session, l.Task)
-				return
+				return fmt.Errorf("lease name %q: held by session %s (task %s)", name, l.Session, l.Task)
 			case l.Session == session && l.Port == port:
 				if l.Name == name {
 					out = BoardLease{Task: l.Task, Session: session, Name: l.Name, Port: l.Port, Endpoint: l.Endpoint}
-					return // already held as asked
+					return nil // already held as asked
 				}
 				replace = &held[i]
 			case l.Session == session && name != "" && l.Name == name:
-				err = fmt.Errorf("lease name %q: already names this session's port %d (drop it first)", name, l.Port)
-				return
+				return fmt.Errorf("lease name %q: already names this session's port %d (drop it first)", name, l.Port)
 			}
 		}
 		endpoint := ""
 		if replace != nil {
 			endpoint = replace.Endpoint // the port is exposed already; it gains a name
 		} else {
-			ep, xerr := ls.sb.Expose(port)
-			if xerr != nil {
-				err = fmt.Errorf("lease port %d: %w", port, xerr)
-				return
+			ep, err := ls.sb.Expose(port)
+			if err != nil {
+				return fmt.Errorf("lease port %d: %w", port, err)
 			}
 			endpoint = ep.Host
 			if ls.exposed == nil {
@@ -62,7 +53,7 @@ func (s *Supervisor) ctlLease(session string, port int, name string) (BoardLease
 			ls.exposed[port] = true
 		}
 		l := Lease{Session: session, Task: ls.rec.Task, Name: name, Port: port, Endpoint: endpoint, Start: s.now()}
-		_, err = s.commit(func(tx Tx) error {
+		_, err := s.commit(func(tx Tx) error {
 			if replace != nil {
 				if err := tx.EndLease(replace.ID, s.now()); err != nil {
 					return err
@@ -81,6 +72,7 @@ func (s *Supervisor) ctlLease(session string, port int, name string) (BoardLease
 			return nil
 		})
 		out = BoardLease{Task: l.Task, Session: session, Name: name, Port: port, Endpoint: endpoint}
+		return err
 	})
 	return out, err
 }
@@ -109,13 +101,7 @@ func (s *Supervisor) ctlLeaseDrop(session string, ports []string, name string) (
 		want[n] = true
 	}
 	var dropped []BoardLease
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
+	err := s.onSession(session, func(ls *liveSession, _ *Task) error {
 		var ends []Lease
 		for _, l := range s.heldLeases() {
 			if l.Session != session {
@@ -130,10 +116,9 @@ func (s *Supervisor) ctlLeaseDrop(session string, ports []string, name string) (
 			}
 		}
 		if len(ends) == 0 {
-			err = errors.New("lease drop: this session holds no such lease")
-			return
+			return errors.New("lease drop: this session holds no such lease")
 		}
-		_, err = s.commit(func(tx Tx) error {
+		if _, err := s.commit(func(tx Tx) error {
 			for _, l := range ends {
 				if err := tx.EndLease(l.ID, s.now()); err != nil {
 					return err
@@ -142,9 +127,8 @@ func (s *Supervisor) ctlLeaseDrop(session string, ports []string, name string) (
 					"port": l.Port, "name": l.Name})})
 			}
 			return nil
-		})
-		if err != nil {
-			return
+		}); err != nil {
+			return err
 		}
 		for _, l := range ends {
 			ls.leases = slices.DeleteFunc(ls.leases, func(x int64) bool { return x == l.ID })
@@ -154,6 +138,7 @@ func (s *Supervisor) ctlLeaseDrop(session string, ports []string, name string) (
 			}
 			dropped = append(dropped, BoardLease{Task: l.Task, Session: session, Name: l.Name, Port: l.Port, Endpoint: l.Endpoint})
 		}
+		return nil
 	})
 	return dropped, err
 }
@@ -172,13 +157,7 @@ type EndpointResult struct {
 // a relay listening inside its own namespace (on the same port number when free there).
 func (s *Supervisor) ctlEndpoint(session, name string) (EndpointResult, error) {
 	var res EndpointResult
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
+	err := s.onSession(session, func(ls *liveSession, _ *Task) error {
 		var l *Lease
 		for _, h := range s.heldLeases() {
 			if h.Name == name {
@@ -187,8 +166,7 @@ func (s *Supervisor) ctlEndpoint(session, name string) (EndpointResult, error) {
 			}
 		}
 		if l == nil {
-			err = fmt.Errorf("endpoint %q: no session leases that name (see `corral ctl board`)", name)
-			return
+			return fmt.Errorf("endpoint %q: no session leases that name (see `corral ctl board`)", name)
 		}
 		res = EndpointResult{Name: name, Task: l.Task, Session: l.Session, Port: l.Port}
 		switch {
@@ -199,14 +177,13 @@ func (s *Supervisor) ctlEndpoint(session, name string) (EndpointResult, error) {
 		default:
 			if r := ls.relays[name]; r != nil && r.Target() == l.Endpoint {
 				res.Address = r.Addr()
-				return
+				return nil
 			} else if r != nil {
 				r.Close()
 			}
-			r, rerr := sandbox.NewRelay(ls.sb.NetNSPath(), l.Port, l.Endpoint)
-			if rerr != nil {
-				err = fmt.Errorf("endpoint %q: %w", name, rerr)
-				return
+			r, err := sandbox.NewRelay(ls.sb.NetNSPath(), l.Port, l.Endpoint)
+			if err != nil {
+				return fmt.Errorf("endpoint %q: %w", name, err)
 			}
 			if ls.relays == nil {
 				ls.relays = map[string]*sandbox.Relay{}
@@ -214,6 +191,7 @@ func (s *Supervisor) ctlEndpoint(session, name string) (EndpointResult, error) {
 			ls.relays[name] = r
 			res.Address = r.Addr()
 		}
+		return nil
 	})
 	return res, err
 }

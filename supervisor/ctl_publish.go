@@ -20,22 +20,15 @@ type PublishOutcome struct {
 func (s *Supervisor) ctlPublish(session, message string, cancel <-chan struct{}) (PublishOutcome, error) {
 	events, unsub := s.Subscribe(256)
 	defer unsub()
-	var err error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			err = errSessionGone(session)
-			return
-		}
-		t := s.tasks[ls.rec.Task]
+	err := s.onSession(session, func(ls *liveSession, t *Task) error {
 		switch {
 		case t.Lifetime != Persistent:
-			err = notApplicable("task %s is one-shot: it publishes when its agent exits", t.ID)
+			return notApplicable("task %s is one-shot: it publishes when its agent exits", t.ID)
 		case t.State == TaskPublishing:
-			err = notApplicable("task %s is publishing already", t.ID)
-		default:
-			s.publishSessionMsg(ls, 0, false, message)
+			return notApplicable("task %s is publishing already", t.ID)
 		}
+		s.publishSessionMsg(ls, 0, false, message)
+		return nil
 	})
 	if err != nil {
 		return PublishOutcome{}, err

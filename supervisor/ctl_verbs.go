@@ -11,6 +11,22 @@ func errSessionGone(session string) error {
 	return fmt.Errorf("session %s has ended", session)
 }
 
+// onSession runs f on the loop with the caller's live session and its task, and
+// returns f's error, or errSessionGone when the session has ended: every verb that
+// acts for its caller starts here, so a verb racing the session's end fails the same way.
+func (s *Supervisor) onSession(session string, f func(ls *liveSession, t *Task) error) error {
+	var err error
+	s.call(func() {
+		ls := s.sessions[session]
+		if ls == nil {
+			err = errSessionGone(session)
+			return
+		}
+		err = f(ls, s.tasks[ls.rec.Task])
+	})
+	return err
+}
+
 // ctlDispatch runs one verb for session. cancel closes when the caller has gone or the
 // session ends: verbs that block give up then.
 func (s *Supervisor) ctlDispatch(session string, req CtlRequest, cancel <-chan struct{}) (any, error) {

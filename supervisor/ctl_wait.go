@@ -40,17 +40,11 @@ func (s *Supervisor) ctlWait(session string, args []string, flags map[string]str
 	events, unsub := s.Subscribe(1024)
 	defer unsub()
 	var base, head string
-	var gone error
-	s.call(func() {
-		ls := s.sessions[session]
-		if ls == nil {
-			gone = errSessionGone(session)
-			return
-		}
+	if err := s.onSession(session, func(ls *liveSession, _ *Task) error {
 		base, head = ls.rec.Base, s.fleet.Head
-	})
-	if gone != nil {
-		return WaitResult{}, gone
+		return nil
+	}); err != nil {
+		return WaitResult{}, err
 	}
 	what := args[0]
 	match := func(e Event) (WaitResult, bool) { return WaitResult{}, false }
