@@ -27,7 +27,7 @@ func benchPublish(args []string, stdout, stderr io.Writer) error {
 	files := fs.Int("files", 10, "files each changeset changes")
 	runs := fs.Int("runs", 30, "serial publishes per way")
 	scratch := fs.String("scratch", defaultScratch(), "directory for the bench repositories and worktrees")
-	sizesFlag := fs.String("sizes", "1000,10000,50000", "repository sizes (files) for the scaling sweep; empty skips it")
+	sizesFlag := fs.String("sizes", "1000,10000,30000", "repository sizes (files) for the scaling sweep; empty skips it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
