@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"corral/supervisor/gateway"
 )
 
 // probeSample is one reading of the probe command.
@@ -77,7 +79,7 @@ func parseProbe(out string, now time.Time) (probeSample, error) {
 		}
 		smp := probeSample{Utilization: *j.Utilization}
 		if j.Reset != "" {
-			t, ok := parseWhen(j.Reset, now)
+			t, ok := gateway.ParseReset(j.Reset, now)
 			if !ok {
 				return probeSample{}, fmt.Errorf("reset %q: want RFC 3339, Unix seconds or a duration", j.Reset)
 			}
@@ -99,26 +101,13 @@ func parseProbe(out string, now time.Time) (probeSample, error) {
 	}
 	smp := probeSample{Utilization: u}
 	if len(f) > 1 {
-		t, ok := parseWhen(f[1], now)
+		t, ok := gateway.ParseReset(f[1], now)
 		if !ok {
 			return probeSample{}, fmt.Errorf("reset %q: want RFC 3339, Unix seconds or a duration", f[1])
 		}
 		smp.Reset = t
 	}
 	return smp, nil
-}
-
-func parseWhen(v string, now time.Time) (time.Time, bool) {
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t, true
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 1e9 {
-		return time.Unix(n, 0), true
-	}
-	if d, err := time.ParseDuration(v); err == nil {
-		return now.Add(d), true
-	}
-	return time.Time{}, false
 }
 
 // onProbeSample records a probe reading; it counts like the gateway's headers.

@@ -52,7 +52,7 @@ func parseRateLimits(h http.Header, now time.Time) RateLimits {
 			rl.RequestsRemaining = parseInt(v)
 		}
 		if strings.Contains(lname, "reset") && (strings.Contains(lname, "token") || strings.Contains(lname, "unified")) {
-			if t, ok := parseReset(v, now); ok && (rl.Reset.IsZero() || t.Before(rl.Reset)) {
+			if t, ok := ParseReset(v, now); ok && (rl.Reset.IsZero() || t.Before(rl.Reset)) {
 				rl.Reset = t
 			}
 		}
@@ -71,7 +71,9 @@ func parseInt(s string) int64 {
 	return n
 }
 
-func parseReset(v string, now time.Time) (time.Time, bool) {
+// ParseReset reads a reset time as providers and probes write it: an RFC 3339 time,
+// Unix seconds, or a duration from now ("42s", "1h5m").
+func ParseReset(v string, now time.Time) (time.Time, bool) {
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return t, true
 	}
