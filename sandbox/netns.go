@@ -62,8 +62,8 @@ type PortForwarder struct {
 	mu        sync.Mutex
 	closed    bool
 	endpoints []Endpoint
-	listeners map[int]net.Listener  // by inside port
-	conns     map[net.Conn]struct{} // live connections, both host and inside ends
+	listeners map[int]net.Listener // by inside port
+	conns     connSet              // live connections, both host and inside ends
 }
 
 // NewPortForwarder opens the network namespace at netnsPath (e.g. "/proc/<pid>/ns/net")
@@ -87,7 +87,6 @@ func NewPortForwarder(netnsPath string) (*PortForwarder, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: map[int]net.Listener{},
-		conns:     map[net.Conn]struct{}{},
 	}, nil
 }
 
@@ -165,10 +164,8 @@ func (f *PortForwarder) Close() error {
 			errs = append(errs, fmt.Errorf("close listener for port %d: %w", inside, err))
 		}
 	}
-	for c := range f.conns {
-		c.Close()
-	}
 	f.mu.Unlock()
+	f.conns.closeAll()
 	f.wg.Wait()
 	if err := f.ns.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close netns %s: %w", f.nsPath, err))
@@ -197,7 +194,7 @@ func (f *PortForwarder) acceptLoop(ln net.Listener, inside int) {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		if !f.track(c) {
+		if !f.conns.track(c) {
 			continue
 		}
 		f.wg.Add(1)
@@ -205,48 +202,81 @@ func (f *PortForwarder) acceptLoop(ln net.Listener, inside int) {
 	}
 }
 
-// track registers a live connection so Close can cut it; on a closed forwarder it
-// closes the connection instead and reports false.
-func (f *PortForwarder) track(c net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
+// connSet holds the live connections of a forwarder or relay so that closing it cuts
+// them; once closed it refuses new ones.
+type connSet struct {
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+}
+
+// track registers a live connection; on a closed set it closes the connection instead
+// and reports false.
+func (s *connSet) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
 		c.Close()
 		return false
 	}
-	f.conns[c] = struct{}{}
+	if s.conns == nil {
+		s.conns = map[net.Conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
 	return true
 }
 
-func (f *PortForwarder) untrack(c net.Conn) {
-	f.mu.Lock()
-	delete(f.conns, c)
-	f.mu.Unlock()
+// untrack forgets a connection and closes it.
+func (s *connSet) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 	c.Close()
+}
+
+// closeAll closes every live connection and refuses new ones; it reports false when
+// the set was closed already.
+func (s *connSet) closeAll() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	return true
+}
+
+// splice tracks out in set and copies a and out both ways until both directions have
+// ended; it closes both.
+func splice(set *connSet, in, out *net.TCPConn) {
+	defer set.untrack(in)
+	if !set.track(out) {
+		return
+	}
+	defer set.untrack(out)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pipe(out, in)
+	}()
+	pipe(in, out)
+	<-done
 }
 
 // forward connects one host connection to inside and copies both ways until both
 // directions have ended.
 func (f *PortForwarder) forward(host *net.TCPConn, inside int) {
 	defer f.wg.Done()
-	defer f.untrack(host)
 	sb, err := f.dialInside(inside)
 	if err != nil {
 		// The client sees the connection close; there is no channel to tell it why.
+		f.conns.untrack(host)
 		return
 	}
-	if !f.track(sb) {
-		return
-	}
-	defer f.untrack(sb)
-
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pipe(sb, host)
-	}()
-	pipe(host, sb)
-	<-done
+	splice(&f.conns, host, sb)
 }
 
 // pipe copies src to dst. At EOF it half-closes dst, so a client that shuts down its

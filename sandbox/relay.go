@@ -21,10 +21,7 @@ type Relay struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	closed bool
-	conns  map[net.Conn]struct{}
+	conns  connSet
 }
 
 // NewRelay listens in the namespace at netnsPath on 127.0.0.1:port — or on a free port
@@ -38,7 +35,7 @@ func NewRelay(netnsPath string, port int, target string) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	r := &Relay{ln: ln, target: target}
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
@@ -52,17 +49,10 @@ func (r *Relay) Target() string { return r.target }
 
 // Close stops the relay and cuts its connections.
 func (r *Relay) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if !r.conns.closeAll() {
 		return nil
 	}
-	r.closed = true
 	err := r.ln.Close()
-	for c := range r.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
 	r.wg.Wait()
 	return err
 }
@@ -78,7 +68,7 @@ func (r *Relay) serve() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		if !r.track(c) {
+		if !r.conns.track(c) {
 			continue
 		}
 		r.wg.Add(1)
@@ -86,42 +76,14 @@ func (r *Relay) serve() {
 	}
 }
 
-func (r *Relay) track(c net.Conn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		c.Close()
-		return false
-	}
-	r.conns[c] = struct{}{}
-	return true
-}
-
-func (r *Relay) untrack(c net.Conn) {
-	r.mu.Lock()
-	delete(r.conns, c)
-	r.mu.Unlock()
-	c.Close()
-}
-
 func (r *Relay) forward(in *net.TCPConn) {
 	defer r.wg.Done()
-	defer r.untrack(in)
 	out, err := net.DialTimeout("tcp", r.target, dialTimeout)
 	if err != nil {
-		return // the owner's service is gone: the caller sees the connection close
-	}
-	if !r.track(out) {
+		r.conns.untrack(in) // the owner's service is gone: the caller sees the connection close
 		return
 	}
-	defer r.untrack(out)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pipe(out.(*net.TCPConn), in)
-	}()
-	pipe(in, out.(*net.TCPConn))
-	<-done
+	splice(&r.conns, in, out.(*net.TCPConn))
 }
 
 // ListenIn opens a TCP listener on 127.0.0.1:port inside the network namespace at
