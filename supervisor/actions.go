@@ -99,13 +99,21 @@ func (s *Supervisor) liveOf(task string) *liveSession {
 	return nil
 }
 
+// runningOf returns the task's live session, or why an action needing one does not
+// apply.
+func (s *Supervisor) runningOf(task string) (*liveSession, error) {
+	if ls := s.liveOf(task); ls != nil {
+		return ls, nil
+	}
+	return nil, notApplicable("task %s has no running session", task)
+}
+
 // Pause freezes the task's session where it stands.
 func (s *Supervisor) Pause(task string) error {
 	var err error
 	s.call(func() {
-		ls := s.liveOf(task)
-		if ls == nil {
-			err = notApplicable("task %s has no running session", task)
+		ls, lerr := s.runningOf(task)
+		if err = lerr; err != nil {
 			return
 		}
 		if ls.rec.State == SessionPaused {
@@ -196,9 +204,8 @@ func (s *Supervisor) Discard(task string) error {
 func (s *Supervisor) Kill(task string) error {
 	var err error
 	s.call(func() {
-		ls := s.liveOf(task)
-		if ls == nil {
-			err = notApplicable("task %s has no running session", task)
+		ls, lerr := s.runningOf(task)
+		if err = lerr; err != nil {
 			return
 		}
 		code := 137
@@ -254,7 +261,7 @@ func (s *Supervisor) PublishNow(task string) error {
 		case t.Lifetime != Persistent:
 			err = notApplicable("task %s is one-shot: it publishes when its agent exits", task)
 		case ls == nil:
-			err = notApplicable("task %s has no running session", task)
+			_, err = s.runningOf(task)
 		case t.State == TaskPublishing:
 			err = notApplicable("task %s is publishing already", task)
 		default:
