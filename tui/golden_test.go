@@ -37,18 +37,23 @@ func TestGoldenViews(t *testing.T) {
 					m.Update(outputMsg{session: s.Session, data: data, next: next})
 				}
 			}
-			got := stripANSI(m.render())
-			path := filepath.Join("testdata", c.name+".golden")
-			if *update {
-				os.WriteFile(path, []byte(got), 0o644)
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("view differs from %s (run with -update if the change is meant):\n%s", path, got)
-			}
+			checkGolden(t, c.name, stripANSI(m.render()))
 		})
+	}
+}
+
+// checkGolden compares a rendered view with testdata/NAME.golden (-update rewrites it).
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		os.WriteFile(path, []byte(got), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("view differs from %s (run with -update if the change is meant):\n%s", path, got)
 	}
 }

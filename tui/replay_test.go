@@ -1,8 +1,6 @@
 package tui
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -233,18 +231,7 @@ func TestReplayGolden(t *testing.T) {
 			for _, k := range c.keys {
 				m.Update(replayKey(k))
 			}
-			got := stripANSI(m.render())
-			path := filepath.Join("testdata", c.name+".golden")
-			if *update {
-				os.WriteFile(path, []byte(got), 0o644)
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("view differs from %s (run with -update if the change is meant):\n%s", path, got)
-			}
+			checkGolden(t, c.name, stripANSI(m.render()))
 		})
 	}
 }
