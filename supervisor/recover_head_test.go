@@ -102,20 +102,9 @@ func TestCrashAfterHeadMoveHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("the crash test's helper process")
 	}
-	repo, err := sandbox.OpenRepo(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(filepath.Join(repo.StateDir, "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := supervisor.New(supervisor.Config{Repo: repo, Store: db,
-		Publisher: crashAfterLanding{&supervisor.GitPublisher{Repo: repo, HeadRef: "corral/head"}},
-		Fleet:     supervisor.Fleet{Name: "test", BaseRef: "main", HeadRef: "corral/head", Admission: supervisor.Admission{MaxRunning: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sv := openCrashFleet(t, dir, 1, func(repo sandbox.Repo) supervisor.Publisher {
+		return crashAfterLanding{&supervisor.GitPublisher{Repo: repo, HeadRef: "corral/head"}}
+	})
 	if err := sv.AddTasks(supervisor.Task{ID: "land", Prompt: "land", Agent: "echo landed > landed.txt", Lifetime: supervisor.OneShot}); err != nil {
 		t.Fatal(err)
 	}
@@ -182,19 +171,7 @@ func TestSupervisorKilledHelper(t *testing.T) {
 	if dir == "" || round == "" {
 		t.Skip("the random-kill test's helper process")
 	}
-	repo, err := sandbox.OpenRepo(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(filepath.Join(repo.StateDir, "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := supervisor.New(supervisor.Config{Repo: repo, Store: db,
-		Fleet: supervisor.Fleet{Name: "test", BaseRef: "main", HeadRef: "corral/head", Admission: supervisor.Admission{MaxRunning: 4}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sv := openCrashFleet(t, dir, 4, nil)
 	var tasks []supervisor.Task
 	for i := 0; i < 40; i++ {
 		tasks = append(tasks, supervisor.Task{ID: fmt.Sprintf("r%s-%d", round, i), Prompt: "add a file", Lifetime: supervisor.OneShot,
@@ -206,4 +183,28 @@ func TestSupervisorKilledHelper(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sv.RunUntilDone(ctx)
+}
+
+// openCrashFleet opens, in a helper process, the fleet whose repository the parent
+// test made: its store, and a supervisor with publisher(repo) (nil: the default).
+func openCrashFleet(t *testing.T, dir string, running int, publisher func(sandbox.Repo) supervisor.Publisher) *supervisor.Supervisor {
+	t.Helper()
+	repo, err := sandbox.OpenRepo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(repo.StateDir, "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := supervisor.Config{Repo: repo, Store: db,
+		Fleet: supervisor.Fleet{Name: "test", BaseRef: "main", HeadRef: "corral/head", Admission: supervisor.Admission{MaxRunning: running}}}
+	if publisher != nil {
+		cfg.Publisher = publisher(repo)
+	}
+	sv, err := supervisor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sv
 }
