@@ -293,12 +293,8 @@ func (h *History) apply(st *foldState, i int) {
 		} else {
 			set(TaskInterrupted, "supervisor died under session "+e.Session)
 		}
-	case EvTaskInbox:
-		if f.attempts > 0 { // out of retries; the event names the last attempt's reason
-			set(TaskInbox, fmt.Sprintf("out of retries after %d attempt(s): %s", f.attempts, f.reason))
-		} else { // an escalation or a red lane's hold: the event carries the task's reason
-			set(TaskInbox, f.reason)
-		}
+	case EvTaskInbox: // every task.inbox event carries the task's reason whole
+		set(TaskInbox, f.reason)
 	}
 }
 

@@ -133,9 +133,10 @@ func (s *Supervisor) rejectAttempt(t *Task, session, reason string) {
 	}
 	t.State, t.Reason = TaskInbox, fmt.Sprintf("out of retries after %d attempt(s): %s", t.Attempts, reason)
 	s.saveTask(t, Event{Kind: EvTaskInbox, Task: t.ID, Session: session, Data: jsonData(map[string]any{
-		"reason": reason, "attempts": t.Attempts, "conflict_file": s.conflictFile(t.ID)})})
+		"reason": t.Reason, "attempts": t.Attempts, "conflict_file": s.conflictFile(t.ID)})})
 	s.kick()
 }
 
-// EvTaskInbox: a task waits for a human (out of retries, or an escalated publish).
+// EvTaskInbox: a task waits for a human (out of retries, an escalated publish, a red
+// lane's hold). Its data's "reason" is the task's reason, whole.
 const EvTaskInbox = "task.inbox"
