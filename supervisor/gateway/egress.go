@@ -56,6 +56,13 @@ func (g *Gateway) forwardEgress(session string, w http.ResponseWriter, r *http.R
 		g.refuse(session, r.URL.Hostname(), w)
 		return
 	}
+	// A body sent on while the answer is already coming back (an upload the server
+	// answers early) must not be drained and closed under the transport when the
+	// answer's header goes out; see bufferBody. Egress bodies can be large, so they
+	// are streamed, with the server told to allow it.
+	if r.ContentLength != 0 {
+		http.NewResponseController(w).EnableFullDuplex()
+	}
 	g.egressRP.ServeHTTP(w, r)
 }
 

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -368,8 +370,55 @@ func (g *Gateway) handler(session string, st *sessionState) http.Handler {
 			return
 		}
 		m := &meter{g: g, call: Call{Session: session, Upstream: rt.up.Kind, Path: r.URL.Path, Start: g.cfg.Now()}, start: time.Now()}
-		rt.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), meterKey{}, m)))
+		out := r.WithContext(context.WithValue(r.Context(), meterKey{}, m))
+		if err := bufferBody(out); err != nil {
+			code := http.StatusBadRequest
+			if errors.Is(err, errBodyTooLarge) {
+				code = http.StatusRequestEntityTooLarge
+			}
+			http.Error(w, "corral gateway: "+err.Error(), code)
+			return
+		}
+		rt.proxy.ServeHTTP(w, out)
 	})
+}
+
+// maxModelRequest bounds a model request's body, which the gateway holds whole
+// (providers refuse far smaller ones: Anthropic's limit is 32 MB).
+const maxModelRequest = 64 << 20
+
+var errBodyTooLarge = fmt.Errorf("request body over %d MiB", maxModelRequest>>20)
+
+// bufferBody reads a model request's body whole before it is forwarded and makes that
+// copy r's body; r is the handler's own shallow copy of the request.
+//
+// Forwarding the session's body as it arrives is unsafe with Go's HTTP/1 server: once
+// the upstream's answer starts, writing its header to the session drains and closes
+// the inbound body, and the transport, still finishing its write upstream (it reads
+// once more past the declared length), then gets "invalid Read on closed Body" and
+// closes the upstream connection, cutting the streamed answer short
+// (golang/go#40747). A held copy is never closed under the transport, and it lets the
+// transport retry on an idle connection the upstream has dropped.
+func bufferBody(r *http.Request) error {
+	var data []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		var err error
+		data, err = io.ReadAll(io.LimitReader(r.Body, maxModelRequest+1))
+		if err != nil {
+			return fmt.Errorf("reading the request: %w", err)
+		}
+		if len(data) > maxModelRequest {
+			return errBodyTooLarge
+		}
+	}
+	r.ContentLength, r.TransferEncoding = int64(len(data)), nil
+	if len(data) == 0 {
+		r.Body, r.GetBody = http.NoBody, nil
+		return nil
+	}
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	r.Body, _ = r.GetBody()
+	return nil
 }
 
 func (g *Gateway) kinds() []string {

@@ -73,11 +73,9 @@ func BenchmarkGatewayStreamThroughput(b *testing.B) {
 	if err := h.gw.SetUpstream(Upstream{Kind: Anthropic, URL: up.URL}); err != nil {
 		b.Fatal(err)
 	}
-	// A connection per fetch, direct and through the gateway alike: with keep-alive,
-	// Go's own ReverseProxy (no corral code) cut one response in a few dozen of this
-	// size on this host; model responses are small and paced, so the cost of a dial is
-	// what an agent would pay here anyway.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	// Keep-alive connections, as an agent's SDK uses: the next fetch reuses both the
+	// session's connection and the gateway's upstream one.
+	client := &http.Client{Transport: &http.Transport{}}
 	fetch := func(u string) time.Duration {
 		t0 := time.Now()
 		resp, err := client.Post(u, "application/json", strings.NewReader(`{"stream":true}`))

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -352,5 +353,92 @@ func TestUnknownRouteNamesTheConfiguredOnes(t *testing.T) {
 	resp, body := h.post(t, "http://"+h.addr+"/gemini/v1/x", `{}`)
 	if resp.StatusCode != 404 || !strings.Contains(body, "/anthropic, /openai") {
 		t.Errorf("status %d %q", resp.StatusCode, body)
+	}
+}
+
+// earlyStream is an upstream that starts its streamed answer as soon as the request's
+// header arrives, before reading the body, and keeps sending for a while.
+func earlyStream(events int) (http.HandlerFunc, string) {
+	var want strings.Builder
+	want.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n")
+	for i := range events {
+		fmt.Fprintf(&want, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"part %d\"}}\n\n", i)
+	}
+	want.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":42}}\n\n")
+	text := want.String()
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range strings.SplitAfter(text, "\n\n") {
+			io.WriteString(w, ev)
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
+		}
+	}, text
+}
+
+// lateWriter is an upstream connection whose writes return only some time after
+// their bytes have gone: the transport's writer looks descheduled, as it may be on a
+// loaded host, while the upstream already has the request and answers it.
+type lateWriter struct{ net.Conn }
+
+func (c lateWriter) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	time.Sleep(40 * time.Millisecond)
+	return n, err
+}
+
+// An upstream's answer passes whole even when it starts before the transport has
+// finished writing the request. Go's HTTP/1 server drains and closes a request body
+// once the answer's header is written; forwarded as it arrived, the transport then
+// failed its last read of that body (the check that nothing follows the declared
+// length) and closed the upstream connection mid-stream (golang/go#40747). It
+// happened now and then under load in CI; here the transport's writes are slowed so
+// that every request takes that path.
+func TestAnswerBeforeTheRequestIsWrittenIsNotCut(t *testing.T) {
+	handler, want := earlyStream(40)
+	early := httptest.NewServer(handler)
+	defer early.Close()
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return lateWriter{c}, nil
+	}}
+	defer tr.CloseIdleConnections()
+	h := newHarness(t, func(c *Config) { c.Transport = tr })
+	if err := h.gw.SetUpstream(Upstream{Kind: Anthropic, URL: early.URL}); err != nil {
+		t.Fatal(err)
+	}
+	proxyURL, _ := url.Parse("http://" + h.addr)
+	viaProxy := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	for _, c := range []struct {
+		name, url string
+		client    *http.Client
+		metered   bool
+	}{
+		{"model", h.env()["ANTHROPIC_BASE_URL"] + "/v1/messages", http.DefaultClient, true},
+		{"egress", early.URL + "/upload", viaProxy, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for i := range 3 {
+				resp, err := c.client.Post(c.url, "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(got) != want {
+					t.Fatalf("round %d: read %d of %d bytes: %v", i, len(got), len(want), err)
+				}
+				if !c.metered {
+					continue
+				}
+				if m := h.lastCall(t); m.Output != 42 || m.Input != 7 {
+					t.Fatalf("round %d: metered %+v", i, m)
+				}
+			}
+		})
 	}
 }
