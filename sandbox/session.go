@@ -141,6 +141,7 @@ type Session struct {
 	fwd     *PortForwarder
 	svcs    []net.Listener
 	ends    []Endpoint
+	env     []string // the agent's environment, for Exec
 	started time.Time
 	timings StartTimings
 
@@ -460,6 +461,7 @@ func (s *Session) configureInit(boot *bootedInit, env []string) error {
 	if err != nil {
 		return err
 	}
+	s.env = env
 	if err := json.NewEncoder(boot.config).Encode(ic); err != nil {
 		return fmt.Errorf("session %s: send config to init: %w", cfg.ID, err)
 	}
