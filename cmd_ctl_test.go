@@ -181,6 +181,7 @@ agent = "sh agents/ctl-fetch.sh"
 id = "pub"
 lifetime = "persistent"
 agent = "sh agents/ctl-publish.sh"
+accept = "echo checking; test ! -e out/wip.txt"
 `)
 	code, out, errOut := runMain("run", plan, "--headless", "--events", "-")
 	if code != 0 {
@@ -196,6 +197,18 @@ agent = "sh agents/ctl-publish.sh"
 	}
 	if subj := gitOut(t, dir, "log", "-1", "--format=%s", po.Publish.NewHead); strings.TrimSpace(subj) != "pub: first half" {
 		t.Errorf("published commit subject %q, want the --message", subj)
+	}
+	// The publish made while out/wip.txt was there ran the task's accept check in the
+	// live session, failed it, published nothing, and told the agent why.
+	refused := headFile(t, dir, "out/early-refused.txt")
+	if !strings.Contains(refused, "accept check failed (exit 1)") || !strings.Contains(refused, "checking") {
+		t.Errorf("the too-early publish answered %q, want the failed check and its output", refused)
+	}
+	if log := gitOut(t, dir, "log", "--format=%s", "corral/head"); strings.Contains(log, "too early") {
+		t.Errorf("the refused publish landed:\n%s", log)
+	}
+	if !strings.Contains(out, `"kind":"accept.failed"`) {
+		t.Errorf("no accept.failed event:\n%s", out)
 	}
 }
 

@@ -16,7 +16,8 @@ type PublishOutcome struct {
 }
 
 // ctlPublish publishes a persistent session's changeset now and waits for the
-// outcome (one-shot sessions publish when their agent exits).
+// outcome (one-shot sessions publish when their agent exits). A failed accept check
+// comes back as the error, with the check's output.
 func (s *Supervisor) ctlPublish(session, message string, cancel <-chan struct{}) (PublishOutcome, error) {
 	events, unsub := s.Subscribe(256)
 	defer unsub()
@@ -40,6 +41,13 @@ func (s *Supervisor) ctlPublish(session, message string, cancel <-chan struct{})
 		case e, ok := <-events:
 			if !ok {
 				return PublishOutcome{}, errors.New("publish: the supervisor stopped")
+			}
+			if e.Session == session && e.Kind == EvAcceptFailed {
+				var d struct {
+					Report string `json:"report"`
+				}
+				json.Unmarshal(e.Data, &d)
+				return PublishOutcome{}, errors.New(d.Report)
 			}
 			if e.Session != session || !strings.HasPrefix(e.Kind, "publish.") || e.Kind == EvPublishQueued {
 				continue

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 )
@@ -74,4 +75,53 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// A persistent task publishes while its agent runs (PublishNow, ctl publish), so its
+// accept check cannot follow the agent's exit: it runs beside the agent, inside the
+// live session, before the changeset is captured. A failing check publishes nothing
+// and the session goes on; the check's output is in the accept.failed event, and
+// `corral publish` inside the session returns it to the agent.
+func (s *Supervisor) acceptThenPublish(ls *liveSession, message string) {
+	t := s.tasks[ls.rec.Task]
+	t.State, t.Reason = TaskPublishing, "accept check running"
+	s.saveTask(t)
+	ctx, accept := s.ctx, t.Accept
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		out, code, err := ls.sb.Exec(ctx, []string{"/bin/sh", "-c", accept})
+		s.post(func() {
+			if s.sessions[ls.rec.ID] != ls {
+				return // the session ended meanwhile; that path moved the task on
+			}
+			t.Reason = ""
+			switch {
+			case ctx.Err() != nil: // the supervisor is stopping: no verdict
+				t.State = TaskRunning
+				s.saveTask(t)
+			case err == nil && code == 0:
+				s.capturePublish(ls, 0, false, message)
+			default:
+				s.onLiveAcceptFailed(t, ls, code, err, out)
+			}
+		})
+	}()
+}
+
+// onLiveAcceptFailed records a persistent session's failed accept check: nothing is
+// published and the session goes on running.
+func (s *Supervisor) onLiveAcceptFailed(t *Task, ls *liveSession, code int, err error, out []byte) {
+	why := fmt.Sprintf("exit %d", code)
+	if err != nil {
+		why = err.Error()
+	}
+	report := fmt.Sprintf("corral: the task's accept check failed (%s), so nothing was published\n%s", why,
+		tail(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")), laneOutputTail))
+	t.State, t.Reason = TaskRunning, "accept check failed ("+why+"): "+firstLine(lastLine(report))
+	s.saveTask(t, Event{Kind: EvAcceptFailed, Task: t.ID, Session: ls.rec.ID, Data: jsonData(map[string]any{
+		"accept": t.Accept, "exit": code, "report": report})})
 }

@@ -260,7 +260,17 @@ func (s *Supervisor) publishSession(ls *liveSession, code int, final bool) {
 }
 
 // publishSessionMsg is publishSession with the commit's subject given (ctl publish).
+// A publish while the agent runs passes the task's accept check first.
 func (s *Supervisor) publishSessionMsg(ls *liveSession, code int, final bool, message string) {
+	if t := s.tasks[ls.rec.Task]; !final && t.Accept != "" {
+		s.acceptThenPublish(ls, message)
+		return
+	}
+	s.capturePublish(ls, code, final, message)
+}
+
+// capturePublish captures the session's changeset and hands it to the publisher.
+func (s *Supervisor) capturePublish(ls *liveSession, code int, final bool, message string) {
 	t := s.tasks[ls.rec.Task]
 	cs, err := ls.sb.Capture()
 	if err != nil {

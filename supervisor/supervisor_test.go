@@ -395,6 +395,79 @@ func TestPersistentPublishesOnRequest(t *testing.T) {
 	}
 }
 
+// A persistent task's accept check runs in its live session before a publish made
+// while its agent runs: failing, it publishes nothing and the agent goes on; once the
+// work passes, the publish lands.
+func TestPersistentPublishNowPassesAcceptCheck(t *testing.T) {
+	f := newFixture(t)
+	sv := f.supervisor(supervisor.Admission{MaxRunning: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	preview := supervisor.Task{ID: "preview", Prompt: "serve", Lifetime: supervisor.Persistent,
+		Agent:  "echo draft > notes.txt; echo ready; read line; echo final > notes.txt; echo fixed; sleep 60",
+		Accept: "cat notes.txt; grep -qx final notes.txt"}
+	if err := sv.AddTasks(preview); err != nil {
+		t.Fatal(err)
+	}
+	layerHas := func(want string) bool {
+		for _, s := range sv.State().Sessions {
+			if data, err := os.ReadFile(filepath.Join(s.Layer, "notes.txt")); err == nil && string(data) == want+"\n" {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "the draft", func() bool { return layerHas("draft") })
+	if err := sv.PublishNow("preview"); err != nil {
+		t.Fatal(err)
+	}
+	var failed supervisor.Event
+	waitFor(t, "the failed check", func() bool {
+		for _, e := range f.events() {
+			if e.Kind == supervisor.EvAcceptFailed && e.Task == "preview" {
+				failed = e
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(string(failed.Data), "exit 1") || !strings.Contains(string(failed.Data), "draft") {
+		t.Errorf("accept.failed carries %s, want the exit and the check's output", failed.Data)
+	}
+	st := sv.State()
+	if st.Running != 1 || st.Tasks[0].State != supervisor.TaskRunning || !strings.Contains(st.Tasks[0].Reason, "accept check failed") {
+		t.Errorf("after the failed check: %d running, task %s (%s)", st.Running, st.Tasks[0].State, st.Tasks[0].Reason)
+	}
+	if pubs := f.publishes(); len(pubs) != 0 {
+		t.Errorf("a publish was recorded despite the failed check: %+v", pubs)
+	}
+	w, ok := sv.SessionInput(st.Sessions[0].ID)
+	if !ok {
+		t.Fatal("no input to the session")
+	}
+	w.Write([]byte("go\r"))
+	waitFor(t, "the fix", func() bool { return layerHas("final") })
+	if err := sv.PublishNow("preview"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the publish", func() bool {
+		for _, e := range f.events() {
+			if e.Kind == "publish.accepted" && e.Task == "preview" {
+				return true
+			}
+		}
+		return false
+	})
+	if got := git(t, f.repo.WorkTree, "show", "corral/head:notes.txt"); got != "final" {
+		t.Errorf("head notes.txt = %q", got)
+	}
+	if st := sv.State(); st.Running != 1 {
+		t.Errorf("the persistent session stopped after publishing: %d running", st.Running)
+	}
+}
+
 func TestOverlappingIntentsAreReportedAndSerialized(t *testing.T) {
 	f := newFixture(t)
 	sv := f.supervisor(supervisor.Admission{MaxRunning: 4, Overlap: "serialize"})
