@@ -457,7 +457,7 @@ func fillSnapshot(snap *tui.Snapshot, in snapshotInput) {
 	}
 	for _, t := range st.Tasks {
 		row := tui.TaskRow{ID: t.ID, State: string(t.State), Reason: t.Reason, Lifetime: string(t.Lifetime),
-			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated, Base: st.Fleet.Base,
+			Attempt: t.Attempts, CPULimit: t.CPU, MemLimit: t.Memory, Since: t.Updated,
 			ModelTokens: st.TaskSpend[t.ID].Tokens(), ModelCost: st.TaskSpend[t.ID].Cost, BudgetTokens: t.BudgetTokens, BudgetCost: t.BudgetCost}
 		if s, ok := live[t.ID]; ok {
 			row.Session, row.Base = s.ID, s.Base
@@ -475,6 +475,9 @@ func fillSnapshot(snap *tui.Snapshot, in snapshotInput) {
 		}
 		if p, ok := lastPub[t.ID]; ok {
 			row.LastPublish = p.Outcome
+			if row.Base == "" {
+				row.Base = p.Base // what its last work was made on; a queued task has none yet
+			}
 		}
 		snap.Tasks = append(snap.Tasks, row)
 		switch t.State {

@@ -103,6 +103,9 @@ var taskColumns = []column{
 	{"STATE", 11, 0, func(t *TaskRow, _ time.Time) string { return t.State }},
 	{"ATT", 3, 2, func(t *TaskRow, _ time.Time) string { return fmt.Sprint(t.Attempt) }},
 	{"BASE", 11, 3, func(t *TaskRow, _ time.Time) string {
+		if t.Base == "" {
+			return "-"
+		}
 		if t.Behind > 0 {
 			return fmt.Sprintf("%s ↓%d", short(t.Base), t.Behind) // its base is behind the head
 		}
