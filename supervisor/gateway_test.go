@@ -307,6 +307,35 @@ func TestQuotaHardPausesAndResetResumes(t *testing.T) {
 	}
 }
 
+// The call that crosses the hard threshold holds the next request at once, even one
+// sent the moment its answer arrives, before a busy supervisor has looked: an agent
+// calling back to back makes exactly the calls that fit, then waits for the reset.
+func TestQuotaHardHoldsTheNextRequestAtOnce(t *testing.T) {
+	f := newGatewayFixture(t)
+	supervisor.SlowLoop(t, 150*time.Millisecond)
+	// 178 tokens a call: hard (500) is crossed by the third.
+	f.plan.Quota = &policies.Quota{Metric: "tokens", Limit: 1000, Window: time.Hour, Soft: 0.3, Hard: 0.5}
+	sv := f.supervisor(supervisor.Admission{MaxRunning: 1})
+	if err := sv.AddTasks(agentTask("eager", "model.sh", "MODEL_CALLS=5")); err != nil {
+		t.Fatal(err)
+	}
+	start(t, sv)
+	waitState(t, sv, "eager paused", func(st supervisor.FleetState) bool {
+		return taskState(st, "eager").State == supervisor.TaskPaused
+	})
+	time.Sleep(300 * time.Millisecond) // time for a request that slipped through to be metered
+	if n := len(f.calls("")); n != 3 {
+		t.Errorf("%d calls went out before the pause; want the 3 that reach the threshold", n)
+	}
+	f.clock.advance(time.Hour + time.Second)
+	waitState(t, sv, "eager done", func(st supervisor.FleetState) bool {
+		return taskState(st, "eager").State == supervisor.TaskDone
+	})
+	if got := git(t, f.repo.WorkTree, "show", "corral/head:work/eager/result.txt"); !strings.Contains(got, "calls=5") {
+		t.Errorf("eager lost work:\n%s", got)
+	}
+}
+
 // A task over its token budget is paused into the inbox instead of burning on; the
 // user's resume lets it finish.
 func TestBudgetSendsTaskToInbox(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"corral/policies"
 	"corral/sandbox"
@@ -41,6 +42,62 @@ type gatewayInbox struct {
 	calls   []gateway.Call
 	refused [][2]string // session, host
 	samples []probeSample
+	trip    quotaTrip
+	tripped bool // a call since the last drain crossed the hard threshold: all are held
+}
+
+// quotaTrip is what the gateway's goroutines know of the quota: how much of the window
+// is left below its hard threshold, as of the loop's last look less the calls since.
+// The call that crosses it holds every session's next request at once; the loop then
+// pauses the sessions one by one, lowest priority first, and lifts that fleet-wide
+// hold. Without it, requests made before the loop had looked would have gone out
+// past the threshold.
+type quotaTrip struct {
+	armed     bool
+	metric    string
+	remaining float64   // tokens or cost
+	hard      float64   // for utilisation
+	reset     time.Time // the end of the window these figures are for
+}
+
+// crossedBy counts a call and reports whether it reaches the hard threshold.
+func (t *quotaTrip) crossedBy(c gateway.Call, prices map[string]policies.Price) bool {
+	if !t.armed || (!t.reset.IsZero() && !c.Start.Before(t.reset)) {
+		return false // a new window: the loop decides
+	}
+	switch t.metric {
+	case policies.QuotaTokens:
+		t.remaining -= float64(c.Tokens())
+	case policies.QuotaCost:
+		price, _ := policies.PriceFor(prices, c.Model)
+		t.remaining -= price.Cost(c.Input, c.Output, c.CacheRead, c.CacheWrite)
+	case policies.QuotaUtilization:
+		return c.Limits.Utilization >= t.hard
+	}
+	return t.remaining <= 0
+}
+
+// rearmQuotaTrip sets the trip from the quota as the loop now sees it, counting the
+// calls reported since the drain, and lifts the fleet-wide hold unless one of those
+// calls crossed the threshold (the next drain acts on it). It runs on the loop after
+// the quota is checked.
+func (s *Supervisor) rearmQuotaTrip() {
+	in := &s.gwInbox
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.trip = quotaTrip{}
+	if q := s.quota; q != nil && !q.onFallback && q.level != policies.QuotaHard {
+		in.trip = quotaTrip{armed: true, metric: q.q.Metric, hard: q.q.Hard, reset: q.reset,
+			remaining: q.q.Hard*q.q.Limit - q.used}
+		for _, c := range in.calls {
+			in.tripped = in.trip.crossedBy(c, s.cfg.Gateway.Prices) || in.tripped
+		}
+	}
+	if in.tripped {
+		s.gw.HoldAll()
+		return
+	}
+	s.gw.ReleaseAll()
 }
 
 // openGateway starts the model gateway the plan's [gateway] describes, with the
@@ -57,9 +114,14 @@ func (s *Supervisor) openGateway() error {
 	gw, err := gateway.New(gateway.Config{
 		Upstreams: ups, Allow: p.Allow, Transport: s.cfg.GatewayTransport, Now: s.now,
 		OnCall: func(c gateway.Call) {
-			s.gwInbox.mu.Lock()
-			s.gwInbox.calls = append(s.gwInbox.calls, c)
-			s.gwInbox.mu.Unlock()
+			in := &s.gwInbox
+			in.mu.Lock()
+			in.calls = append(in.calls, c)
+			if in.trip.crossedBy(c, p.Prices) {
+				in.tripped = true
+				s.gw.HoldAll() // before this call's answer has reached its session
+			}
+			in.mu.Unlock()
 			s.kick()
 		},
 		OnRefused: func(session, host string) {
@@ -131,15 +193,22 @@ func (s *Supervisor) account(c ModelCall) {
 	}
 }
 
+// testHookDrain, when a test sets it, runs before each drain: a loop busy elsewhere.
+var testHookDrain func()
+
 // drainGateway records what the gateway reported since the last step, then applies
 // the budget and quota rules. It runs on the loop.
 func (s *Supervisor) drainGateway() {
 	if s.gw == nil {
 		return
 	}
+	if testHookDrain != nil {
+		testHookDrain()
+	}
 	s.gwInbox.mu.Lock()
 	calls, refused, samples := s.gwInbox.calls, s.gwInbox.refused, s.gwInbox.samples
 	s.gwInbox.calls, s.gwInbox.refused, s.gwInbox.samples = nil, nil, nil
+	s.gwInbox.tripped = false // the calls taken include the one that tripped
 	s.gwInbox.mu.Unlock()
 	for _, r := range refused {
 		s.commit(func(tx Tx) error {
@@ -155,6 +224,7 @@ func (s *Supervisor) drainGateway() {
 		s.recordCalls(calls)
 	}
 	s.checkQuota()
+	s.rearmQuotaTrip()
 }
 
 // recordCalls prices and stores metered calls with their model.call events, and

@@ -59,6 +59,7 @@ type Gateway struct {
 	routes    map[string]*route // by kind
 	sessions  map[string]*sessionState
 	closed    bool
+	holdAll   chan struct{} // non-nil while every session is held; closed on release
 	egressRP  *httputil.ReverseProxy
 	allowHost func(string) bool
 }
@@ -277,13 +278,14 @@ func (g *Gateway) Release(session string) {
 	st.mu.Unlock()
 }
 
-// Held reports whether a session's model requests are being held.
+// Held reports whether a session's model requests are being held, on its own or
+// with the whole gateway.
 func (g *Gateway) Held(session string) bool {
 	g.mu.RLock()
-	st := g.sessions[session]
+	st, all := g.sessions[session], g.holdAll
 	g.mu.RUnlock()
-	if st == nil {
-		return false
+	if st == nil || all != nil {
+		return all != nil
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -304,7 +306,7 @@ func (g *Gateway) Sessions() []string {
 
 var errSessionGone = errors.New("gateway: session ended")
 
-// Waiting returns how many of the session's requests wait on its hold.
+// Waiting returns how many of the session's requests wait on a hold.
 func (g *Gateway) Waiting(session string) int {
 	g.mu.RLock()
 	st := g.sessions[session]
@@ -317,21 +319,25 @@ func (g *Gateway) Waiting(session string) int {
 	return st.waiting
 }
 
-// wait blocks while the session is held, or until ctx ends.
-func (st *sessionState) wait(ctx context.Context) error {
+// wait blocks while the session, or the whole gateway, is held, or until ctx ends.
+func (g *Gateway) wait(st *sessionState, ctx context.Context) error {
 	for {
+		g.mu.RLock()
+		all := g.holdAll
+		g.mu.RUnlock()
 		st.mu.Lock()
 		h := st.hold
-		if h != nil {
+		if h != nil || all != nil {
 			st.waiting++
 		}
 		st.mu.Unlock()
-		if h == nil {
+		if h == nil && all == nil {
 			return nil
 		}
 		var err error
-		select {
+		select { // a nil channel never fires
 		case <-h:
+		case <-all:
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-st.gone:
@@ -344,6 +350,27 @@ func (st *sessionState) wait(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// HoldAll makes every session's next model requests wait, as Hold does one's, until
+// ReleaseAll; requests already forwarded finish. It stops the whole fleet at once,
+// from the goroutine that saw a limit crossed, before anyone has decided whom to pause.
+func (g *Gateway) HoldAll() {
+	g.mu.Lock()
+	if g.holdAll == nil {
+		g.holdAll = make(chan struct{})
+	}
+	g.mu.Unlock()
+}
+
+// ReleaseAll ends HoldAll; sessions held one by one stay held.
+func (g *Gateway) ReleaseAll() {
+	g.mu.Lock()
+	if g.holdAll != nil {
+		close(g.holdAll)
+		g.holdAll = nil
+	}
+	g.mu.Unlock()
 }
 
 // handler routes one session's requests: CONNECT and absolute-form requests are
@@ -366,7 +393,7 @@ func (g *Gateway) handler(session string, st *sessionState) http.Handler {
 			http.Error(w, fmt.Sprintf("corral gateway: no upstream for %q (configured: %s)", r.URL.Path, strings.Join(g.kinds(), ", ")), http.StatusNotFound)
 			return
 		}
-		if err := st.wait(r.Context()); err != nil {
+		if err := g.wait(st, r.Context()); err != nil {
 			return
 		}
 		m := &meter{g: g, call: Call{Session: session, Upstream: rt.up.Kind, Path: r.URL.Path, Start: g.cfg.Now()}, start: time.Now()}

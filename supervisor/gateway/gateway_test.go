@@ -285,6 +285,40 @@ func TestHoldKeepsRequestsUntilRelease(t *testing.T) {
 	}
 }
 
+// HoldAll holds every session's next request until ReleaseAll, whatever the
+// session's own hold; a session held on its own stays held after ReleaseAll.
+func TestHoldAllUntilReleaseAll(t *testing.T) {
+	h := newHarness(t, nil)
+	h.gw.HoldAll()
+	if !h.gw.Held("s-1") {
+		t.Fatal("not held")
+	}
+	done := make(chan string, 1)
+	send := func() {
+		_, body := h.post(t, h.env()["ANTHROPIC_BASE_URL"]+"/v1/messages", `{}`)
+		done <- body
+	}
+	go send()
+	for h.gw.Waiting("s-1") != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	h.gw.Release("s-1") // the session's own hold was never set: nothing changes
+	time.Sleep(20 * time.Millisecond)
+	if n := len(h.up.Requests()); n != 0 || h.gw.Waiting("s-1") != 1 {
+		t.Fatalf("upstream saw %d requests while all were held", n)
+	}
+	h.gw.Hold("s-1")
+	h.gw.ReleaseAll()
+	time.Sleep(20 * time.Millisecond)
+	if n := len(h.up.Requests()); n != 0 || !h.gw.Held("s-1") {
+		t.Fatalf("ReleaseAll released a session held on its own (%d requests upstream)", n)
+	}
+	h.gw.Release("s-1")
+	if body := <-done; !strings.Contains(body, "scripted upstream") {
+		t.Errorf("released request got %q", body)
+	}
+}
+
 // The egress proxy lets allowed hosts through (plain HTTP and CONNECT tunnels) and
 // refuses the rest with 403, reporting each refusal.
 func TestEgressAllowlist(t *testing.T) {
