@@ -119,16 +119,6 @@ func (f *gwFixture) calls(session string) []supervisor.ModelCall {
 	return cs
 }
 
-func (f *gwFixture) eventsOf(kind string) []supervisor.Event {
-	var out []supervisor.Event
-	for _, e := range f.events() {
-		if e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 func reasonOf(e supervisor.Event) string {
 	var d struct{ Reason string }
 	json.Unmarshal(e.Data, &d)

@@ -350,6 +350,48 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+func (f *fixture) eventsOf(kind string) []supervisor.Event {
+	var out []supervisor.Event
+	for _, e := range f.events() {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for the task's first event of a kind and returns it.
+func (f *fixture) waitEvent(t *testing.T, kind, task string) supervisor.Event {
+	t.Helper()
+	var found supervisor.Event
+	waitFor(t, kind+" of "+task, func() bool {
+		for _, e := range f.eventsOf(kind) {
+			if e.Task == task {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// publishNowLands publishes the persistent preview task's work while it runs, waits
+// for the publish, and checks what it put on the head and that the session goes on.
+func (f *fixture) publishNowLands(t *testing.T, sv *supervisor.Supervisor, notes string) {
+	t.Helper()
+	if err := sv.PublishNow("preview"); err != nil {
+		t.Fatal(err)
+	}
+	f.waitEvent(t, "publish.accepted", "preview")
+	if got := git(t, f.repo.WorkTree, "show", "corral/head:notes.txt"); got != notes {
+		t.Errorf("head notes.txt = %q, want %q", got, notes)
+	}
+	if st := sv.State(); st.Running != 1 {
+		t.Errorf("the persistent session stopped after publishing: %d running", st.Running)
+	}
+}
+
 var _ = json.Marshal
 
 func TestPersistentPublishesOnRequest(t *testing.T) {
@@ -372,24 +414,7 @@ func TestPersistentPublishesOnRequest(t *testing.T) {
 		}
 		return false
 	})
-	if err := sv.PublishNow("preview"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the publish", func() bool {
-		for _, e := range f.events() {
-			if e.Kind == "publish.accepted" && e.Task == "preview" {
-				return true
-			}
-		}
-		return false
-	})
-	if got := git(t, f.repo.WorkTree, "show", "corral/head:notes.txt"); got != "draft" {
-		t.Errorf("head notes.txt = %q", got)
-	}
-	st := sv.State()
-	if st.Running != 1 {
-		t.Errorf("the persistent session stopped after publishing: %d running", st.Running)
-	}
+	f.publishNowLands(t, sv, "draft")
 	if err := sv.PublishNow("nope"); err == nil {
 		t.Errorf("publishing an unknown task did not fail")
 	}
@@ -401,16 +426,13 @@ func TestPersistentPublishesOnRequest(t *testing.T) {
 func TestPersistentPublishNowPassesAcceptCheck(t *testing.T) {
 	f := newFixture(t)
 	sv := f.supervisor(supervisor.Admission{MaxRunning: 2})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sv.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	preview := supervisor.Task{ID: "preview", Prompt: "serve", Lifetime: supervisor.Persistent,
 		Agent:  "echo draft > notes.txt; echo ready; read line; echo final > notes.txt; echo fixed; sleep 60",
 		Accept: "cat notes.txt; grep -qx final notes.txt"}
 	if err := sv.AddTasks(preview); err != nil {
 		t.Fatal(err)
 	}
+	start(t, sv)
 	layerHas := func(want string) bool {
 		for _, s := range sv.State().Sessions {
 			if data, err := os.ReadFile(filepath.Join(s.Layer, "notes.txt")); err == nil && string(data) == want+"\n" {
@@ -423,16 +445,7 @@ func TestPersistentPublishNowPassesAcceptCheck(t *testing.T) {
 	if err := sv.PublishNow("preview"); err != nil {
 		t.Fatal(err)
 	}
-	var failed supervisor.Event
-	waitFor(t, "the failed check", func() bool {
-		for _, e := range f.events() {
-			if e.Kind == supervisor.EvAcceptFailed && e.Task == "preview" {
-				failed = e
-				return true
-			}
-		}
-		return false
-	})
+	failed := f.waitEvent(t, supervisor.EvAcceptFailed, "preview")
 	if !strings.Contains(string(failed.Data), "exit 1") || !strings.Contains(string(failed.Data), "draft") {
 		t.Errorf("accept.failed carries %s, want the exit and the check's output", failed.Data)
 	}
@@ -449,23 +462,7 @@ func TestPersistentPublishNowPassesAcceptCheck(t *testing.T) {
 	}
 	w.Write([]byte("go\r"))
 	waitFor(t, "the fix", func() bool { return layerHas("final") })
-	if err := sv.PublishNow("preview"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the publish", func() bool {
-		for _, e := range f.events() {
-			if e.Kind == "publish.accepted" && e.Task == "preview" {
-				return true
-			}
-		}
-		return false
-	})
-	if got := git(t, f.repo.WorkTree, "show", "corral/head:notes.txt"); got != "final" {
-		t.Errorf("head notes.txt = %q", got)
-	}
-	if st := sv.State(); st.Running != 1 {
-		t.Errorf("the persistent session stopped after publishing: %d running", st.Running)
-	}
+	f.publishNowLands(t, sv, "final")
 }
 
 func TestOverlappingIntentsAreReportedAndSerialized(t *testing.T) {
