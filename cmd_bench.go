@@ -22,13 +22,16 @@ import (
 
 // runBench is `corral bench`: side-by-side measurements against what a user would
 // otherwise use, printed with their ratios.
+// benchKinds names the benches, for the usage lines.
+const benchKinds = "sandbox|supervisor|publish|tui|gateway|lane|replay"
+
 func runBench(args []string, stdout, stderr io.Writer) error {
 	benches := map[string]func([]string, io.Writer, io.Writer) error{
 		"sandbox": benchSandbox, "supervisor": benchSupervisor, "publish": benchPublish, "tui": benchTUI,
 		"gateway": benchGateway, "lane": benchLane, "replay": benchReplay,
 	}
 	if len(args) == 0 || benches[args[0]] == nil {
-		return badInput("want: bench sandbox|supervisor|publish|tui|gateway|lane|replay [flags]")
+		return badInput("want: bench %s [flags]", benchKinds)
 	}
 	return benches[args[0]](args[1:], stdout, stderr)
 }

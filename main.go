@@ -48,7 +48,7 @@ func commands() []command {
 		{"sandbox", "run one command in a sandbox by hand: sandbox run --repo DIR -- CMD…", runSandbox},
 		{"tui", "open a plan's fleet in the terminal UI: tui PLAN", runTUI},
 		{"demo", "run the sample shop's story with scripted agents: demo [--headless]", runDemo},
-		{"bench", "measure corral against the tools a user would otherwise use: bench sandbox|supervisor|publish|replay", runBench},
+		{"bench", "measure corral against the tools a user would otherwise use: bench " + benchKinds, runBench},
 		{"policy", "say which path rule integrates a path: policy explain PATH… [--plan PLAN]", runPolicy},
 		{"publish", "list publishes, show one with its held diff: publish ls | publish show ID", runPublish},
 		{"approve", "land an escalated publish: approve ID", runApprove},
