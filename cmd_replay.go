@@ -265,7 +265,7 @@ func (b *replayBackend) snapshotAt(t time.Time) (tui.Snapshot, error) {
 	}
 	b.mu.Unlock()
 	fillSnapshot(&snap, snapshotInput{state: st, leases: m.Leases, publishes: m.Publishes, approvals: m.Approvals,
-		conflicts: m.Conflicts, behind: b.behind, heldDiff: b.heldDiff})
+		conflicts: m.Conflicts, ended: lastEnded(h.Sessions, t), behind: b.behind, heldDiff: b.heldDiff})
 	return snap, nil
 }
 
@@ -342,5 +342,5 @@ func (b *replayBackend) Output(session string) (tui.Output, bool) {
 		return nil, false
 	}
 	zero, _ := b.history().SessionStarted(session)
-	return &castOutput{b: b, c: c, zero: zero}, true
+	return castAt(b, c, zero), true
 }

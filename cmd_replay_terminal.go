@@ -12,11 +12,21 @@ import (
 	"corral/tui"
 )
 
-// castOutput is a recorded terminal read up to the replay cursor.
+// castOutput is a recorded terminal read up to a point: the replay cursor, or the
+// end for a session that has ended.
 type castOutput struct {
-	b    *replayBackend
-	c    *sandbox.Cast
-	zero time.Time // the recording's time 0
+	c   *sandbox.Cast
+	end func() (int64, error) // the output offset shown up to
+}
+
+// castAt reads a recording up to the replay cursor.
+func castAt(b *replayBackend, c *sandbox.Cast, zero time.Time) *castOutput {
+	return &castOutput{c: c, end: func() (int64, error) { return c.OutputAt(b.Cursor().Sub(zero).Seconds()) }}
+}
+
+// castEnded reads a whole recording: the terminal as its session ended.
+func castEnded(c *sandbox.Cast) *castOutput {
+	return &castOutput{c: c, end: func() (int64, error) { return c.Output, nil }}
 }
 
 // screenWindow bounds what an emulator is fed to show one screen at a seek: several
@@ -30,11 +40,11 @@ const screenWindow = 24 << 10
 // budgets pane's sparklines draw.
 const usagePoints = 8
 
-// Since returns the output between offset and the cursor. An offset further back
+// Since returns the output between offset and the end shown. An offset further back
 // than a screen's worth starts at the nearest keyframe (a screen clear) instead: an
 // emulator fed from there shows the same screen.
 func (o *castOutput) Since(offset int64) ([]byte, int64) {
-	end, err := o.c.OutputAt(o.b.Cursor().Sub(o.zero).Seconds())
+	end, err := o.end()
 	if err != nil || offset >= end {
 		return nil, end
 	}

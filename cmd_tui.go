@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
+	"corral/sandbox"
 	"corral/supervisor"
 	"corral/themes"
 	"corral/tui"
@@ -102,6 +104,10 @@ type tuiBackend struct {
 	usageSeen map[string]time.Time
 	diffs     map[int64][]string // escalated publish → its held diff
 	layers    map[string]layerSize
+	// The ended session the session pane shows, its recording open.
+	castMu sync.Mutex
+	castID string
+	cast   *sandbox.Cast
 }
 
 // layerSize is a session's private layer's disk usage, re-measured every few seconds:
@@ -230,12 +236,50 @@ func eventFacts(data json.RawMessage) string {
 	return b.String()
 }
 
+// Output is a live session's output ring, or an ended session's recording read to
+// its end.
 func (b *tuiBackend) Output(session string) (tui.Output, bool) {
-	ring, ok := b.fl.sv.SessionOutput(session)
-	if !ok {
+	if ring, ok := b.fl.sv.SessionOutput(session); ok {
+		return ring, true
+	}
+	b.castMu.Lock()
+	defer b.castMu.Unlock()
+	if b.castID != session {
+		if b.cast != nil {
+			b.cast.Close() // one ended session is shown at a time
+		}
+		b.castID, b.cast = session, nil
+		var rec supervisor.Session
+		if b.fl.db.View(func(r supervisor.Reader) error {
+			var err error
+			rec, err = r.Session(session)
+			return err
+		}) == nil && rec.Recording != "" {
+			b.cast, _ = sandbox.OpenCast(rec.Recording)
+		}
+	}
+	if b.cast == nil {
 		return nil, false
 	}
-	return ring, true
+	return castEnded(b.cast), true
+}
+
+// lastEnded maps each task to its most recent session that had ended by now.
+func lastEnded(sessions []supervisor.Session, now time.Time) map[string]string {
+	last := map[string]supervisor.Session{}
+	for _, s := range sessions {
+		if s.Ended.IsZero() || s.Ended.After(now) {
+			continue
+		}
+		if prev, ok := last[s.Task]; !ok || s.Started.After(prev.Started) {
+			last[s.Task] = s
+		}
+	}
+	ended := make(map[string]string, len(last))
+	for task, s := range last {
+		ended[task] = s.ID
+	}
+	return ended
 }
 
 func (b *tuiBackend) Input(session string) (io.Writer, bool) { return b.fl.sv.SessionInput(session) }
@@ -332,6 +376,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 	var pubs []supervisor.Publish
 	var approvals []supervisor.Approval
 	var laneRuns []supervisor.LaneRun
+	var ended map[string]string
 	conflicts := map[int64][]supervisor.Conflict{}
 	since := time.Now().Add(-time.Minute)
 	err := b.fl.db.View(func(r supervisor.Reader) error {
@@ -342,6 +387,11 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 		if pubs, err = r.Publishes(); err != nil {
 			return err
 		}
+		sessions, err := r.Sessions()
+		if err != nil {
+			return err
+		}
+		ended = lastEnded(sessions, snap.Taken)
 		if approvals, err = r.Approvals(); err != nil {
 			return err
 		}
@@ -406,7 +456,7 @@ func (b *tuiBackend) Snapshot() (tui.Snapshot, error) {
 		return snap, err
 	}
 	fillSnapshot(&snap, snapshotInput{state: st, leases: leases, publishes: pubs, approvals: approvals,
-		conflicts: conflicts, laneRuns: laneRuns, behind: b.behind, heldDiff: b.heldDiff,
+		conflicts: conflicts, laneRuns: laneRuns, ended: ended, behind: b.behind, heldDiff: b.heldDiff,
 		layerBytes: func(s supervisor.Session) int64 { return b.layerBytes(s, snap.Taken) }})
 	snap.Inbox = withAgentInbox(snap.Inbox, b.fl.sv.Inbox())
 	return snap, nil
@@ -422,6 +472,7 @@ type snapshotInput struct {
 	approvals []supervisor.Approval
 	conflicts map[int64][]supervisor.Conflict
 	laneRuns  []supervisor.LaneRun // the integration lane's runs, for each publish's verdict
+	ended     map[string]string    // task → its most recent ended session
 	behind    func(base, head string) int
 	heldDiff  func(supervisor.Publish) []string
 	// layerBytes measures a live session's private layer; nil where layers are gone
@@ -472,6 +523,9 @@ func fillSnapshot(snap *tui.Snapshot, in snapshotInput) {
 					row.Ports = append(row.Ports, fmt.Sprintf("%d→%s", l.Port, l.Endpoint))
 				}
 			}
+		}
+		if row.Session == "" {
+			row.LastSession = in.ended[t.ID]
 		}
 		if p, ok := lastPub[t.ID]; ok {
 			row.LastPublish = p.Outcome

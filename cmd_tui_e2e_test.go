@@ -18,6 +18,13 @@ func TestTUIDemoInTmux(t *testing.T) {
 	term := startTmux(t, "e2e", 120, 40, bin+" demo")
 
 	term.waitFor("ten tasks", func(s string) bool { return strings.Contains(s, "Tasks (10 of 10)") })
+	// A finished task shows its last session's terminal, read from its recording.
+	term.waitFor("pricing done", func(s string) bool { return rowState(s, "pricing") == "done" })
+	term.keys("/", "pricing", "Enter")
+	term.waitFor("pricing's recorded terminal", func(s string) bool {
+		return strings.Contains(s, "pricing-1 as it ended") && strings.Contains(s, "[pricing]")
+	})
+	term.keys("Escape")
 	term.waitFor("slow running", func(s string) bool { return rowState(s, "slow") == "running" })
 	term.keys("/", "slow", "Enter")
 	term.waitFor("the filter", func(s string) bool { return strings.Contains(s, "Tasks /slow (1 of 10)") })

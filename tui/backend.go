@@ -114,6 +114,9 @@ type TaskRow struct {
 	Lifetime    string
 	Attempt     int
 	Session     string // live session, "" when none
+	// LastSession is the task's most recent ended session when it has no live one:
+	// the session pane shows its recorded terminal as it ended.
+	LastSession string
 	Base        string
 	Behind      int // commits the head has moved past Base
 	CPUPercent  float64

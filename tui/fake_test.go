@@ -23,7 +23,8 @@ type fakeFleet struct {
 
 func newFakeFleet() *fakeFleet {
 	return &fakeFleet{snap: sampleSnapshot(), errs: map[Verb]error{}, events: make(chan Event, 16),
-		outputs: map[string]*fakeRing{"slow-1": {data: []byte("\x1b[1mstep 1\x1b[0m\r\nstep 2\r\nprogress 10%\rprogress 90%\r\n")}}}
+		outputs: map[string]*fakeRing{"slow-1": {data: []byte("\x1b[1mstep 1\x1b[0m\r\nstep 2\r\nprogress 10%\rprogress 90%\r\n")},
+			"tests-1": {data: []byte("running the suite\r\n--- FAIL: TestTotals\r\nexit 1\r\n")}}}
 }
 
 func (f *fakeFleet) Snapshot() (Snapshot, error)       { return f.snap, nil }
@@ -73,6 +74,7 @@ func sampleSnapshot() Snapshot {
 	}
 	s.Tasks[2].Reason = "publish escalated: go.sum is a lockfile"
 	s.Tasks[9].Reason = "killed by the user"
+	s.Tasks[9].LastSession = "tests-1"
 	s.Tasks[4].Ports = []string{"4173→127.0.0.1:41121"}
 	s.Tasks[5].Ports = []string{"4173→127.0.0.1:45089"}
 	s.Tasks[6].Throttled = 1200 * time.Millisecond

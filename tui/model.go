@@ -232,12 +232,16 @@ func (m *Model) refresh() {
 	m.followSelection()
 }
 
-// followSelection points the session pane at the selected task's live session.
+// followSelection points the session pane at the selected task's live session, or
+// else at its last one as it ended.
 func (m *Model) followSelection() {
 	sel := m.tasks.selected()
 	id := ""
 	if sel != nil {
 		id = sel.Session
+		if id == "" {
+			id = sel.LastSession
+		}
 	}
 	if id != m.session.sessionID {
 		m.session.show(id, sel)

@@ -203,6 +203,27 @@ func TestSessionOutputCleanedAndStaleOutputDropped(t *testing.T) {
 	}
 }
 
+// A task with no live session shows its last session's terminal as it ended: a
+// failed agent's last words are what the user needs to decide on a retry.
+func TestEndedTaskShowsItsLastSession(t *testing.T) {
+	m, _ := newTestModel(t, 120, 35)
+	selectTask(t, m, "docs") // queued: it has never run
+	if m.session.sessionID != "" || !strings.Contains(m.session.View(false), "docs is queued: no live session") {
+		t.Errorf("a task that never ran shows %q:\n%s", m.session.sessionID, m.session.View(false))
+	}
+	selectTask(t, m, "tests")
+	if m.session.sessionID != "tests-1" {
+		t.Fatalf("the session pane follows %q, want the last session tests-1", m.session.sessionID)
+	}
+	m.Update(outputCmd(m.backend, "tests-1", 0)())
+	got := stripANSI(m.session.View(false))
+	for _, want := range []string{"tests is failed · tests-1 as it ended (killed by the user)", "--- FAIL: TestTotals", "exit 1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the session pane lacks %q:\n%s", want, got)
+		}
+	}
+}
+
 func TestEventsCoalesceAndReArm(t *testing.T) {
 	m, f := newTestModel(t, 120, 35)
 	for i := range 5 {

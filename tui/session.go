@@ -73,6 +73,9 @@ func (p *sessionPane) facts(t *TaskRow) {
 	}
 	if t.Session == "" {
 		p.factsLine = fmt.Sprintf("%s is %s: no live session", t.ID, t.State)
+		if t.LastSession != "" {
+			p.factsLine = fmt.Sprintf("%s is %s · %s as it ended", t.ID, t.State, t.LastSession)
+		}
 		if t.Reason != "" {
 			p.factsLine += " (" + t.Reason + ")"
 		}
