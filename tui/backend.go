@@ -108,12 +108,12 @@ type LaneStatus struct {
 
 // TaskRow is one task with its live session's figures.
 type TaskRow struct {
-	ID          string
-	State       string
-	Reason      string
-	Lifetime    string
-	Attempt     int
-	Session     string // live session, "" when none
+	ID       string
+	State    string
+	Reason   string
+	Lifetime string
+	Attempt  int
+	Session  string // live session, "" when none
 	// LastSession is the task's most recent ended session when it has no live one:
 	// the session pane shows its recorded terminal as it ended.
 	LastSession string
