@@ -23,7 +23,7 @@ type Need string
 const (
 	NeedRequired  Need = "required"  // without it no session can start
 	NeedIsolation Need = "isolation" // sessions run, but less isolated or less controllable
-	NeedOptional  Need = "optional"  // only features that are not built yet use it
+	NeedOptional  Need = "optional"  // sessions run fully isolated without it; one feature needs it
 )
 
 // ProbeItem is one capability of the host, found by trying it.
@@ -101,7 +101,7 @@ func Probe() HostReport {
 	cg := ProbeCgroups()
 	r.CgroupMode = string(cg.Mode)
 	r.Items = append(r.Items, cgroupItems(cg)...)
-	r.Items = append(r.Items, probePty(), probeNetlink())
+	r.Items = append(r.Items, probePty(), probeNetlink(), probeNsenter())
 	for i := range r.Items {
 		if r.Items[i].OK { // a cost only describes what is missing
 			r.Items[i].Cost, r.Items[i].loss = "", ""
@@ -227,6 +227,19 @@ func probeUserNamespace() ProbeItem {
 		it.OK = true
 		it.Detail = "started a process in a new user namespace; max_user_namespaces " + maxNS
 	}
+	return it
+}
+
+// probeNsenter finds nsenter, which Session.Exec runs to reach into a live session.
+func probeNsenter() ProbeItem {
+	it := ProbeItem{Name: "nsenter", Need: NeedOptional,
+		Cost: "no nsenter (util-linux): a persistent task with an accept check cannot publish while its agent runs, since the check runs inside the live session"}
+	path, err := exec.LookPath("nsenter")
+	if err != nil {
+		it.Detail = "not on PATH"
+		return it
+	}
+	it.OK, it.Detail = true, path+" (runs a persistent task's accept check beside its agent)"
 	return it
 }
 
