@@ -3,6 +3,8 @@ package supervisor_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -323,6 +325,41 @@ func TestQuotaHardHoldsTheNextRequestAtOnce(t *testing.T) {
 	})
 	if got := git(t, f.repo.WorkTree, "show", "corral/head:work/eager/result.txt"); !strings.Contains(got, "calls=5") {
 		t.Errorf("eager lost work:\n%s", got)
+	}
+}
+
+// The lane's test sandboxes reach the network as sessions do: through the gateway's
+// egress proxy, to allowed hosts only (a registry, say), the rest refused and logged.
+func TestLaneTestUsesTheEgressProxy(t *testing.T) {
+	f := newGatewayFixture(t)
+	registry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pkg-ok") }))
+	defer registry.Close()
+	// The proxy is explicit: 127.0.0.1 is the sandbox's own loopback, so NO_PROXY names it.
+	fetch := `curl -sS --fail --noproxy '' -x "$HTTP_PROXY" `
+	test := fetch + registry.URL + "/pkg | grep -q pkg-ok && ! " + fetch + "http://blocked.invalid/ 2>/dev/null"
+	sv, err := supervisor.New(supervisor.Config{
+		Repo: f.repo, Store: f.store, SampleEvery: 100 * time.Millisecond, Now: f.clock.now, Gateway: f.plan,
+		Fleet: supervisor.Fleet{Name: "test", BaseRef: "main", HeadRef: "corral/head",
+			Admission: supervisor.Admission{MaxRunning: 1}, Test: test},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sv.AddTasks(agentTask("alpha", "edit.sh")); err != nil {
+		t.Fatal(err)
+	}
+	if !runToEnd(t, sv, 60*time.Second) {
+		t.Fatal("the task did not land")
+	}
+	if st := sv.State().Lane; st.Outcome != supervisor.LaneGreen {
+		t.Errorf("lane %+v, want green: the test reached the registry and was refused the rest", st)
+	}
+	var refused []string
+	for _, e := range f.eventsOf(supervisor.EvEgressRefused) {
+		refused = append(refused, string(e.Data))
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], "blocked.invalid") {
+		t.Errorf("egress.refused events %v, want the test's one attempt at blocked.invalid", refused)
 	}
 }
 

@@ -64,7 +64,8 @@ func (s *Supervisor) laneJudge(ctx context.Context, run int64, commit string, la
 
 // laneExec runs the test command once (attempt counts re-runs from 1, given to the
 // test as $CORRAL_LANE_ATTEMPT) at commit in a fresh one-shot sandbox — a
-// snapshot of the commit, a private layer thrown away after, the lane's budget — and
+// snapshot of the commit, a private layer thrown away after, the lane's budget, the
+// gateway's egress proxy when the plan has one — and
 // returns whether it exited 0 and what it printed. Its recording is kept under the
 // lane's directory as <id>.cast.
 func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt int, lane Lane, test string) (bool, []byte, error) {
@@ -81,6 +82,8 @@ func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt in
 			"CORRAL_TASK=lane", "CI=1"},
 		Limits: sandbox.Limits{CPU: lane.CPU, Memory: lane.Memory},
 		Pool:   s.pool, Cols: 120, Rows: 40,
+		// The network as sessions have it: the gateway's egress proxy, allowed hosts only.
+		Services: s.gatewayService(id),
 	})
 	if err != nil {
 		return false, nil, fmt.Errorf("lane: start %s at %.12s: %w", id, commit, err)
