@@ -285,6 +285,58 @@ func TestHoldKeepsRequestsUntilRelease(t *testing.T) {
 	}
 }
 
+// lateEOF is an upstream body that is slow to say it has ended after its last byte:
+// the end comes on a read of its own, 300 ms later.
+type lateEOF struct {
+	io.ReadCloser
+	ended bool
+}
+
+func (b *lateEOF) Read(p []byte) (int, error) {
+	if b.ended {
+		time.Sleep(300 * time.Millisecond)
+		return 0, io.EOF
+	}
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.ended = true
+		if n > 0 {
+			return n, nil
+		}
+		return b.Read(p)
+	}
+	return n, err
+}
+
+type lateEOFTransport struct{ http.RoundTripper }
+
+func (t lateEOFTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if err == nil {
+		resp.Body = &lateEOF{ReadCloser: resp.Body}
+	}
+	return resp, err
+}
+
+// A call whose answer has a known length is reported with its last byte, before the
+// session has it: what the report decides (a quota hold) is in place before the
+// session can send its next request, however late the upstream's end comes.
+func TestCallReportedBeforeItsLastByteIsPassedOn(t *testing.T) {
+	tr := lateEOFTransport{http.DefaultTransport.(*http.Transport).Clone()}
+	h := newHarness(t, func(c *Config) { c.Transport = tr })
+	resp, body := h.post(t, h.env()["ANTHROPIC_BASE_URL"]+"/v1/messages", `{"model":"x"}`)
+	h.mu.Lock()
+	n := len(h.calls)
+	h.mu.Unlock()
+	if resp.ContentLength <= 0 || n != 1 {
+		t.Fatalf("the session read the whole answer (%d bytes, length %d) with %d calls reported; want it reported first",
+			len(body), resp.ContentLength, n)
+	}
+	if c := h.lastCall(t); c.Input != 21 || c.Output != 17 {
+		t.Errorf("metered %+v", c)
+	}
+}
+
 // HoldAll holds every session's next request until ReleaseAll, whatever the
 // session's own hold; a session held on its own stays held after ReleaseAll.
 func TestHoldAllUntilReleaseAll(t *testing.T) {

@@ -67,16 +67,17 @@ func meterResponse(resp *http.Response) error {
 	default:
 		sink = &jsonTail{limit: 16 << 20}
 	}
-	resp.Body = &meteredBody{rc: resp.Body, sink: sink, m: m}
+	resp.Body = &meteredBody{rc: resp.Body, sink: sink, m: m, left: resp.ContentLength}
 	return nil
 }
 
-// meteredBody tees what is read into the meter's parser and reports the call at EOF
-// or Close, whichever comes first.
+// meteredBody tees what is read into the meter's parser and reports the call at its
+// end or Close, whichever comes first.
 type meteredBody struct {
 	rc   io.ReadCloser
 	sink io.Writer
 	m    *meter
+	left int64 // bytes to come when the length is known, else -1
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {
@@ -84,7 +85,13 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.sink.Write(p[:n])
 	}
-	if err == io.EOF {
+	if b.left >= 0 {
+		b.left -= int64(n)
+	}
+	// A body of known length ends with its last byte: report the call before that
+	// byte is passed on, so whatever the call decides (a quota hold) is in place
+	// before the session can send its next request.
+	if err == io.EOF || b.left == 0 {
 		b.finish()
 	}
 	return n, err
