@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The example lane plan runs headless to the end: two's publish breaks the suite, the
@@ -46,5 +48,65 @@ func TestRunLanePlanHeadless(t *testing.T) {
 	code, out, errOut := runMain("status", "--repo", dir)
 	if code != exitOK || !strings.Contains(out, `lane: "sh test.sh", post gating, on red repair; head`) || !strings.Contains(out, " green") {
 		t.Errorf("status exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
+// A publish's lane test can be watched from the TUI: while it runs, its output comes
+// live from the test's sandbox; once it has ended, from its recording.
+func TestTUIShowsAPublishesLaneTest(t *testing.T) {
+	requireRoot(t)
+	_, plan := fleetRepo(t, `
+[fleet]
+repo = "."
+base = "main"
+test = "echo lane-says-hello; sleep 1"
+
+[[task]]
+id = "alpha"
+agent = "sh agents/edit.sh"
+`)
+	fl, err := openFleet(plan, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	b := &tuiBackend{fl: fl}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := fl.sv.RunUntilDone(ctx); done <- err }()
+	laneOutput := func() (session string, live bool, out string) {
+		snap, err := b.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range snap.Publishes {
+			if p.Task == "alpha" && p.LaneSession != "" {
+				o, ok := b.Output(p.LaneSession)
+				if !ok {
+					return p.LaneSession, false, ""
+				}
+				data, _ := o.Since(0)
+				return p.LaneSession, o.Changed() != nil, string(data)
+			}
+		}
+		return "", false, ""
+	}
+	sawLive := false
+	for !sawLive {
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before the lane test was seen live", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		_, live, out := laneOutput()
+		sawLive = live && strings.Contains(out, "lane-says-hello")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	id, live, out := laneOutput()
+	if live || !strings.Contains(out, "lane-says-hello") {
+		t.Errorf("after the run, lane test %s: live %v, output %q; want its recording", id, live, out)
 	}
 }

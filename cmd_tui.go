@@ -236,27 +236,29 @@ func eventFacts(data json.RawMessage) string {
 	return b.String()
 }
 
-// Output is a live session's output ring, or an ended session's recording read to
-// its end.
+// Output is a live session's (or lane test's) output ring, or an ended one's recording
+// read to its end.
 func (b *tuiBackend) Output(session string) (tui.Output, bool) {
 	if ring, ok := b.fl.sv.SessionOutput(session); ok {
 		return ring, true
 	}
 	b.castMu.Lock()
 	defer b.castMu.Unlock()
-	if b.castID != session {
+	if b.castID != session || b.cast == nil { // a recording not there yet is looked for again
 		if b.cast != nil {
 			b.cast.Close() // one ended session is shown at a time
 		}
 		b.castID, b.cast = session, nil
 		var rec supervisor.Session
+		path := supervisor.LaneRecording(b.fl.repo, session) // a lane test's, if it is one
 		if b.fl.db.View(func(r supervisor.Reader) error {
 			var err error
 			rec, err = r.Session(session)
 			return err
 		}) == nil && rec.Recording != "" {
-			b.cast, _ = sandbox.OpenCast(rec.Recording)
+			path = rec.Recording
 		}
+		b.cast, _ = sandbox.OpenCast(path)
 	}
 	if b.cast == nil {
 		return nil, false
@@ -353,6 +355,25 @@ func laneVerdicts(runs []supervisor.LaneRun) (map[string]string, map[int64]bool)
 		}
 	}
 	return verdicts, blamed
+}
+
+// laneTestOf maps each publish to the lane's latest run over it that has a test
+// sandbox: its recorded one once ended, the one running it now before that.
+func laneTestOf(runs []supervisor.LaneRun, live map[int64]string) map[int64]supervisor.LaneRun {
+	out := map[int64]supervisor.LaneRun{}
+	for _, r := range runs { // oldest first
+		if r.Ended.IsZero() {
+			r.Session = live[r.ID]
+		}
+		if r.Session == "" {
+			continue // skipped, or not started yet
+		}
+		out[r.Publish] = r
+		for _, p := range r.Batch {
+			out[p] = r
+		}
+	}
+	return out
 }
 
 // Snapshot gathers the fleet from the supervisor and the store's records.
@@ -492,12 +513,16 @@ func fillSnapshot(snap *tui.Snapshot, in snapshotInput) {
 		live[s.Task] = s
 	}
 	verdicts, blamed := laneVerdicts(in.laneRuns)
+	laneTests := laneTestOf(in.laneRuns, in.state.LaneLive)
 	lastPub := map[string]supervisor.Publish{}
 	for _, p := range pubs {
 		lastPub[p.Task] = p
 		tp := tui.Publish{ID: p.ID, Task: p.Task, Session: p.Session, Outcome: p.Outcome, Head: p.Head,
 			NewHead: p.NewHead, Message: p.Message, Paths: p.Paths, Time: p.Time, Decided: decided[p.ID],
 			Lane: verdicts[p.NewHead], Culprit: blamed[p.ID]}
+		if r, ok := laneTests[p.ID]; ok {
+			tp.LaneSession, tp.LaneCommit = r.Session, r.Commit
+		}
 		for _, c := range conflicts[p.ID] {
 			tp.Conflicts = append(tp.Conflicts, tui.Conflict{Path: c.Path, Class: c.Class, MovedBy: c.MovedBy})
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"corral/sandbox"
@@ -29,7 +30,9 @@ type laneResult struct {
 const laneOutputTail = 4 << 10
 
 // laneDir holds the lane's outputs and recordings, beside the fleet's other state.
-func (s *Supervisor) laneDir() string { return filepath.Join(s.repo.StateDir, "lane") }
+func (s *Supervisor) laneDir() string { return laneDirOf(s.repo) }
+
+func laneDirOf(repo sandbox.Repo) string { return filepath.Join(repo.StateDir, "lane") }
 
 // laneJudge runs the fleet's test at commit, re-running a failure as the lane's policy
 // says, and keeps the failing run's output. It runs off the loop (it waits for
@@ -42,7 +45,7 @@ func (s *Supervisor) laneJudge(ctx context.Context, run int64, commit string, la
 		n++
 		id := fmt.Sprintf("lane%d-%d-%x", run, n, time.Now().UnixNano()&0xffffff)
 		res.Session = id
-		ok, out, err := s.laneExec(ctx, id, commit, n, lane, test)
+		ok, out, err := s.laneExec(ctx, run, id, commit, n, lane, test)
 		if err == nil && !ok && failing == nil {
 			failing = out
 		}
@@ -68,7 +71,7 @@ func (s *Supervisor) laneJudge(ctx context.Context, run int64, commit string, la
 // gateway's egress proxy when the plan has one — and
 // returns whether it exited 0 and what it printed. Its recording is kept under the
 // lane's directory as <id>.cast.
-func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt int, lane Lane, test string) (bool, []byte, error) {
+func (s *Supervisor) laneExec(ctx context.Context, run int64, id, commit string, attempt int, lane Lane, test string) (bool, []byte, error) {
 	if err := ctx.Err(); err != nil {
 		return false, nil, err
 	}
@@ -88,6 +91,8 @@ func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt in
 	if err != nil {
 		return false, nil, fmt.Errorf("lane: start %s at %.12s: %w", id, commit, err)
 	}
+	s.laneLive.add(run, id, sb)
+	defer s.laneLive.remove(run, id)
 	var timeout <-chan time.Time
 	if lane.Timeout > 0 {
 		t := time.NewTimer(lane.Timeout)
@@ -106,7 +111,7 @@ func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt in
 	st := sb.Wait()
 	out, _ := sb.Output().Since(0)
 	if dst := s.laneDir(); os.MkdirAll(dst, 0o755) == nil {
-		copyFile(sb.RecordingPath(), filepath.Join(dst, id+".cast"))
+		copyFile(sb.RecordingPath(), LaneRecording(s.repo, id))
 		pruneOldest(filepath.Join(dst, "*.cast"), laneKeepRecordings)
 	}
 	os.RemoveAll(sb.Dir())
@@ -121,6 +126,53 @@ func (s *Supervisor) laneExec(ctx context.Context, id, commit string, attempt in
 		s.log.Warn("lane: destroy sandbox", "session", id, "err", derr)
 	}
 	return st.Code == 0, out, nil
+}
+
+// laneLive follows the lane's running test sandboxes, so their output can be watched
+// live (SessionOutput) and each run says which sandbox runs it now (FleetState).
+type laneLive struct {
+	mu    sync.Mutex
+	byID  map[string]*sandbox.Session
+	byRun map[int64]string // lane run → the sandbox executing it
+}
+
+func (l *laneLive) add(run int64, id string, sb *sandbox.Session) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byID == nil {
+		l.byID, l.byRun = map[string]*sandbox.Session{}, map[int64]string{}
+	}
+	l.byID[id], l.byRun[run] = sb, id
+}
+
+func (l *laneLive) remove(run int64, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.byID, id)
+	if l.byRun[run] == id {
+		delete(l.byRun, run)
+	}
+}
+
+func (l *laneLive) session(id string) *sandbox.Session {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byID[id]
+}
+
+func (l *laneLive) runs() map[int64]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := make(map[int64]string, len(l.byRun))
+	for k, v := range l.byRun {
+		m[k] = v
+	}
+	return m
+}
+
+// LaneRecording is where the lane keeps a test sandbox's recorded terminal.
+func LaneRecording(repo sandbox.Repo, id string) string {
+	return filepath.Join(laneDirOf(repo), id+".cast")
 }
 
 // laneKeepRecordings is how many test recordings the lane keeps; older ones go (the

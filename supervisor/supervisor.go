@@ -86,6 +86,7 @@ type Supervisor struct {
 	spendSession map[string]Spend
 	quota        *quotaState
 	lane         laneState // the integration lane (lane.go)
+	laneLive     laneLive  // its running test sandboxes, read off the loop too
 
 	inbox   chan func()
 	wake    chan struct{}

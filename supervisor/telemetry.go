@@ -63,6 +63,7 @@ type FleetState struct {
 	Held            []string   // sessions whose next model request the gateway holds
 	FallbackReady   bool       // UseFallback would move the fleet to a fallback upstream
 	Lane            LaneStatus
+	LaneLive        map[int64]string // lane runs in progress → the test sandbox running each
 }
 
 // State returns the fleet as the loop sees it now.
@@ -71,6 +72,7 @@ func (s *Supervisor) State() FleetState {
 	s.call(func() {
 		st.Fleet = s.fleet
 		st.Lane = s.laneStatus()
+		st.LaneLive = s.laneLive.runs()
 		for _, id := range s.order {
 			st.Tasks = append(st.Tasks, *s.tasks[id])
 		}
@@ -127,6 +129,11 @@ func (s *Supervisor) SessionOutput(session string) (ring interface {
 			ring, ok = ls.sb.Output(), true
 		}
 	})
+	if !ok {
+		if sb := s.laneLive.session(session); sb != nil { // a lane test running now
+			ring, ok = sb.Output(), true
+		}
+	}
 	return ring, ok
 }
 

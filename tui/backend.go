@@ -160,6 +160,11 @@ type Publish struct {
 	Decided   string // approve/deny once a human decided an escalation
 	Lane      string // the lane's verdict on the commit it landed (green, red, flaky, skipped, running)
 	Culprit   bool   // the lane blamed this publish for turning the head red
+	// LaneSession is the test sandbox of the lane's latest run over this publish, live
+	// while it runs, then recorded: the session pane shows it while the Publishes pane
+	// has focus.
+	LaneSession string
+	LaneCommit  string // the commit that run tested
 }
 
 // Conflict is one reason a publish was rejected.

@@ -24,7 +24,8 @@ type fakeFleet struct {
 func newFakeFleet() *fakeFleet {
 	return &fakeFleet{snap: sampleSnapshot(), errs: map[Verb]error{}, events: make(chan Event, 16),
 		outputs: map[string]*fakeRing{"slow-1": {data: []byte("\x1b[1mstep 1\x1b[0m\r\nstep 2\r\nprogress 10%\rprogress 90%\r\n")},
-			"tests-1": {data: []byte("running the suite\r\n--- FAIL: TestTotals\r\nexit 1\r\n")}}}
+			"tests-1":        {data: []byte("running the suite\r\n--- FAIL: TestTotals\r\nexit 1\r\n")},
+			"lane7-1-a1b2c3": {data: []byte("ok  \tshop/pricing\t0.012s\r\n")}}}
 }
 
 func (f *fakeFleet) Snapshot() (Snapshot, error)       { return f.snap, nil }
@@ -83,7 +84,8 @@ func sampleSnapshot() Snapshot {
 		{Port: 4173, Endpoint: "127.0.0.1:45089", Task: "preview-b", Session: "preview-b-1", Since: t0.Add(-50 * time.Second)}}
 	s.Publishes = []Publish{
 		{ID: 1, Task: "pricing", Outcome: "accepted", Head: "7d3fc38aa", NewHead: "ad0232eff", Message: "1 path(s)"},
-		{ID: 2, Task: "changelog", Outcome: "merged", Head: "ad0232eff", NewHead: "b00b1e5aa", Message: "1 path(s)"},
+		{ID: 2, Task: "changelog", Outcome: "merged", Head: "ad0232eff", NewHead: "b00b1e5aa", Message: "1 path(s)",
+			Lane: "green", LaneSession: "lane7-1-a1b2c3", LaneCommit: "b00b1e5aa"},
 		{ID: 3, Task: "checkout", Outcome: "rejected", Head: "b00b1e5aa", Message: "content conflict on pricing/shipping.go",
 			Conflicts: []Conflict{{Path: "pricing/shipping.go", Class: "content", MovedBy: 1}}},
 		{ID: 4, Task: "lockfile", Outcome: "escalated", Head: "b00b1e5aa", Message: "go.sum is a lockfile", Paths: []string{"go.sum"}},

@@ -36,6 +36,10 @@ type Model struct {
 	tasks         *tasksPane
 	session       *sessionPane
 	panes         []pane // tasks, session, then the side panes, in tab order
+	publishes     *listPane
+	// showingLane: the session pane shows a publish's lane test, chosen in the
+	// Publishes pane; it follows the tasks again once they have focus.
+	showingLane bool
 
 	snap     Snapshot
 	events   []Event // newest last, bounded
@@ -65,8 +69,8 @@ func New(b Backend, opts Options) *Model {
 	m := &Model{backend: b, keys: DefaultKeyMap(), help: help.New(), opts: opts, styles: NewStyles(opts.Theme)}
 	m.tasks = newTasksPane()
 	m.session = newSessionPane()
-	m.panes = []pane{m.tasks, m.session,
-		newListPane("Publishes", renderPublishes), newListPane("Inbox", renderInbox),
+	m.publishes = newListPane("Publishes", renderPublishes)
+	m.panes = []pane{m.tasks, m.session, m.publishes, newListPane("Inbox", renderInbox),
 		newListPane("Leases", renderLeases), newListPane("Budgets", renderBudgets),
 		newListPane("Timeline", renderTimeline)}
 	for i, n := range themes.Names(opts.SkinDir) {
@@ -229,7 +233,40 @@ func (m *Model) refresh() {
 	for _, p := range m.panes {
 		p.SetData(d)
 	}
-	m.followSelection()
+	m.follow()
+}
+
+// follow points the session pane at what the focus selects: a publish's lane test
+// from the Publishes pane, else the selected task's session.
+func (m *Model) follow() {
+	if m.focus == 0 {
+		m.showingLane = false
+	}
+	if m.panes[m.focus] == m.publishes {
+		m.followPublish()
+	}
+	if !m.showingLane {
+		m.followSelection()
+	}
+}
+
+// followPublish shows the selected publish's lane test, when the lane ran one.
+func (m *Model) followPublish() {
+	r := m.publishes.selectedRow()
+	if r == nil || r.publish == 0 {
+		return
+	}
+	for _, p := range m.snap.Publishes {
+		if p.ID != r.publish || p.LaneSession == "" {
+			continue
+		}
+		m.showingLane = true
+		if p.LaneSession != m.session.sessionID {
+			m.outFrom, m.outBusy = 0, false
+		}
+		m.session.showLane(p)
+		return
+	}
 }
 
 // followSelection points the session pane at the selected task's live session, or
@@ -279,10 +316,12 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, k.Tab):
 		m.focus = (m.focus + 1) % len(m.panes)
 		m.layout()
+		m.follow()
 		return nil
 	case key.Matches(msg, k.ShiftTab):
 		m.focus = (m.focus + len(m.panes) - 1) % len(m.panes)
 		m.layout()
+		m.follow()
 		return nil
 	case key.Matches(msg, k.Theme):
 		names := themes.Names(m.opts.SkinDir)
@@ -305,9 +344,7 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	// Everything else belongs to the focused pane (movement, sorting, scrolling).
 	cmd := m.panes[m.focus].Update(msg)
-	if m.focus == 0 {
-		m.followSelection()
-	}
+	m.follow()
 	return cmd
 }
 

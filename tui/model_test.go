@@ -224,6 +224,40 @@ func TestEndedTaskShowsItsLastSession(t *testing.T) {
 	}
 }
 
+// With the Publishes pane focused, the session pane shows the selected publish's lane
+// test; once the tasks have focus again it follows the selected task.
+func TestPublishesPaneShowsTheLaneTest(t *testing.T) {
+	m, _ := newTestModel(t, 160, 45)
+	press(m, "tab", "tab")
+	if m.panes[m.focus] != m.publishes {
+		t.Fatalf("focus on pane %d, want Publishes", m.focus)
+	}
+	for i := 0; i < 10 && m.session.sessionID != "lane7-1-a1b2c3"; i++ {
+		press(m, "j")
+	}
+	if m.session.sessionID != "lane7-1-a1b2c3" {
+		t.Fatalf("the session pane shows %q, want publish #2's lane test", m.session.sessionID)
+	}
+	m.Update(outputCmd(m.backend, "lane7-1-a1b2c3", 0)())
+	got := stripANSI(m.session.View(false))
+	for _, want := range []string{"lane test of publish #2 (changelog) at b00b1e5 · green", "shop/pricing"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the session pane lacks %q:\n%s", want, got)
+		}
+	}
+	m.Update(snapshotMsg{tag: 2, snap: m.snap}) // a refresh keeps the lane test in view
+	press(m, "tab")                             // to the Inbox: still the lane test
+	if m.session.sessionID != "lane7-1-a1b2c3" {
+		t.Errorf("after a refresh and a tab the session pane shows %q", m.session.sessionID)
+	}
+	for m.focus != 0 {
+		press(m, "tab")
+	}
+	if sel := m.tasks.selected(); sel == nil || m.session.sessionID != sel.Session {
+		t.Errorf("back on the tasks, the session pane shows %q, want the selected task's", m.session.sessionID)
+	}
+}
+
 func TestEventsCoalesceAndReArm(t *testing.T) {
 	m, f := newTestModel(t, 120, 35)
 	for i := range 5 {

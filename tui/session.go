@@ -58,6 +58,18 @@ func (p *sessionPane) show(id string, t *TaskRow) {
 	p.facts(t)
 }
 
+// showLane switches to a publish's lane test, or updates what it says of it.
+func (p *sessionPane) showLane(pub Publish) {
+	if pub.LaneSession != p.sessionID {
+		p.close()
+		p.sessionID = pub.LaneSession
+	}
+	p.factsLine = fmt.Sprintf("lane test of publish #%d (%s) at %s", pub.ID, pub.Task, short(pub.LaneCommit))
+	if pub.Lane != "" {
+		p.factsLine += " · " + pub.Lane
+	}
+}
+
 func (p *sessionPane) close() {
 	if p.emu != nil {
 		p.emu.Close()
