@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"corral/supervisor"
 )
 
 // The example lane plan runs headless to the end: two's publish breaks the suite, the
@@ -48,6 +52,22 @@ func TestRunLanePlanHeadless(t *testing.T) {
 	code, out, errOut := runMain("status", "--repo", dir)
 	if code != exitOK || !strings.Contains(out, `lane: "sh test.sh", post gating, on red repair; head`) || !strings.Contains(out, " green") {
 		t.Errorf("status exit %d:\n%s%s", code, out, errOut)
+	}
+	// `publish show` tells the lane's verdict on a publish, with the failing output.
+	_, out, _ = runMain("publish", "ls", "--json", "--repo", dir)
+	var pubs []supervisor.Publish
+	json.Unmarshal([]byte(out), &pubs)
+	var two int64
+	for _, p := range pubs {
+		if p.Task == "two" {
+			two = p.ID
+		}
+	}
+	code, out, errOut = runMain("publish", "show", fmt.Sprint(two), "--repo", dir)
+	for _, want := range []string{"lane: red at ", "the lane blamed this publish", "FAIL: lib/two.txt is 9"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("publish show %d (exit %d) lacks %q:\n%s%s", two, code, want, out, errOut)
+		}
 	}
 }
 

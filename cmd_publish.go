@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"corral/supervisor"
@@ -59,17 +60,36 @@ func runPublish(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		var conflicts []supervisor.Conflict
+		var runs []supervisor.LaneRun
 		db.View(func(r supervisor.Reader) error {
-			conflicts, err = r.Conflicts(id)
+			if conflicts, err = r.Conflicts(id); err != nil {
+				return err
+			}
+			runs, err = r.LaneRuns()
 			return err
 		})
+		lane, tested := laneTestOf(runs, nil)[id]
 		if *asJSON {
-			return json.NewEncoder(stdout).Encode(map[string]any{"publish": p, "conflicts": conflicts})
+			out := map[string]any{"publish": p, "conflicts": conflicts}
+			if tested {
+				out["lane"] = lane
+			}
+			return json.NewEncoder(stdout).Encode(out)
 		}
 		fmt.Fprintf(stdout, "publish %d: task %s, session %s, %s\n%s\nbase %s  head %s  new head %s\n",
 			p.ID, p.Task, p.Session, p.Outcome, p.Message, p.Base, p.Head, p.NewHead)
 		for _, c := range conflicts {
 			fmt.Fprintf(stdout, "  %s conflict on %s (moved by publish %d)\n", c.Class, c.Path, c.MovedBy)
+		}
+		if tested {
+			fmt.Fprintf(stdout, "lane: %s at %.12s (run %d, %d execution(s); recording %s)\n",
+				lane.Outcome, lane.Commit, lane.ID, lane.Runs, supervisor.LaneRecording(repo, lane.Session))
+			if lane.Culprit == id {
+				fmt.Fprintln(stdout, "  the lane blamed this publish for turning the head red")
+			}
+			if lane.Output != "" {
+				fmt.Fprintf(stdout, "%s\n", strings.TrimRight(strings.ReplaceAll(lane.Output, "\r\n", "\n"), "\n"))
+			}
 		}
 		if p.Outcome == supervisor.OutcomeEscalated {
 			diff, err := repo.Git("diff", "--stat", "--patch", p.Base, "refs/corral/escalated/"+p.Session)
