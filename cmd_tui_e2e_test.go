@@ -22,9 +22,12 @@ func TestTUIDemoInTmux(t *testing.T) {
 	term.waitFor("pricing done", func(s string) bool { return rowState(s, "pricing") == "done" })
 	term.keys("/", "pricing", "Enter")
 	term.waitFor("pricing's recorded terminal", func(s string) bool {
-		return strings.Contains(s, "pricing-1 as it ended") && strings.Contains(s, "[pricing]")
+		return strings.Contains(s, "Tasks /pricing (1 of 10)") && strings.Contains(s, "pricing-1 as it ended") &&
+			strings.Contains(s, "[pricing]")
 	})
 	term.keys("Escape")
+	// Wait for it: an ESC read together with the next "/" is alt+/.
+	term.waitFor("the filter cleared", func(s string) bool { return strings.Contains(s, "Tasks (10 of 10)") })
 	term.waitFor("slow running", func(s string) bool { return rowState(s, "slow") == "running" })
 	term.keys("/", "slow", "Enter")
 	term.waitFor("the filter", func(s string) bool { return strings.Contains(s, "Tasks /slow (1 of 10)") })

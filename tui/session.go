@@ -19,7 +19,8 @@ type sessionPane struct {
 	sessionID string
 	task      *TaskRow
 	emu       *vt.Emulator
-	screen    string // the emulator's last rendering; "" after new output
+	drained   chan struct{} // closed when the goroutine reading emu's replies has ended
+	screen    string        // the emulator's last rendering; "" after new output
 	fed       bool
 	factsLine string
 	w, h      int
@@ -72,6 +73,12 @@ func (p *sessionPane) showLane(pub Publish) {
 
 func (p *sessionPane) close() {
 	if p.emu != nil {
+		// vt v0.1.0's Close sets a flag its Read checks unguarded, so Close must not
+		// run beside the drain's Read: closing the reply pipe ends the drain first.
+		if c, ok := p.emu.InputPipe().(io.Closer); ok {
+			c.Close()
+			<-p.drained
+		}
 		p.emu.Close()
 	}
 	p.emu, p.screen, p.fed = nil, "", false
@@ -113,7 +120,12 @@ func (p *sessionPane) append(data []byte) {
 	if p.emu == nil {
 		p.emu = vt.NewEmulator(p.w, p.h-1)
 		// The emulator answers queries (ESC[6n…) on a pipe; unread, Write would block.
-		go io.Copy(io.Discard, p.emu)
+		emu, drained := p.emu, make(chan struct{})
+		p.drained = drained
+		go func() {
+			io.Copy(io.Discard, emu)
+			close(drained)
+		}()
 	}
 	if len(data) > outputKeep {
 		data = data[len(data)-outputKeep:]
