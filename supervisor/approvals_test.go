@@ -19,11 +19,12 @@ func escalatedFleet(t *testing.T) (*fixture, *supervisor.Supervisor, supervisor.
 	f.addFiles(map[string]string{"go.sum": goSum})
 	sv := f.supervisor(supervisor.Admission{MaxRunning: 2})
 	err := sv.AddTasks(
-		agentTask("bump-a", "lockfile.sh", "DEP=example.com/a", "VERSION=v1.1.0", "AGENT_SLEEP=0.3"),
-		agentTask("bump-z", "lockfile.sh", "DEP=example.com/z", "VERSION=v2.0.0", "AGENT_SLEEP=1.5"))
+		agentTask("bump-a", "lockfile.sh", "DEP=example.com/a", "VERSION=v1.1.0"),
+		agentTask("bump-z", "lockfile.sh", "DEP=example.com/z", "VERSION=v2.0.0", "AGENT_WAIT=1"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.releaseAfter(sv, "bump-z", "bump-a")
 	runToEnd(t, sv, 90*time.Second)
 	var esc supervisor.Publish
 	f.store.View(func(r supervisor.Reader) error {

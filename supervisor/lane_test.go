@@ -531,10 +531,11 @@ func TestLanePreGatesApprovedEscalation(t *testing.T) {
 	}
 	sv := newSV()
 	if err := sv.AddTasks(
-		agentTask("bump-a", "lockfile.sh", "DEP=example.com/a", "VERSION=v1.1.0", "AGENT_SLEEP=0.3"),
-		agentTask("bump-z", "lockfile.sh", "DEP=example.com/z", "VERSION=v2.0.0", "AGENT_SLEEP=1.5")); err != nil {
+		agentTask("bump-a", "lockfile.sh", "DEP=example.com/a", "VERSION=v1.1.0"),
+		agentTask("bump-z", "lockfile.sh", "DEP=example.com/z", "VERSION=v2.0.0", "AGENT_WAIT=1")); err != nil {
 		t.Fatal(err)
 	}
+	f.releaseAfter(sv, "bump-z", "bump-a")
 	runToEnd(t, sv, 90*time.Second)
 	var esc supervisor.Publish
 	for _, p := range f.publishes() {

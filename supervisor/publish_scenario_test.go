@@ -28,6 +28,36 @@ func (f *fixture) addFiles(files map[string]string) {
 	git(f.t, dir, "commit", "-q", "-m", "scenario files")
 }
 
+// releaseAfter lets task's agent (AGENT_WAIT) finish once after's publish has an
+// outcome, by typing a line into its terminal: both start from one base, and the
+// order of their publishes is the test's, not the machine's timing.
+func (f *fixture) releaseAfter(sv *supervisor.Supervisor, task, after string) {
+	stop := make(chan struct{})
+	f.t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			landed := false
+			for _, e := range f.events() {
+				landed = landed || (e.Task == after && strings.HasPrefix(e.Kind, "publish.") && e.Kind != supervisor.EvPublishQueued)
+			}
+			if !landed {
+				continue
+			}
+			for _, s := range sv.State().Sessions {
+				if w, ok := sv.SessionInput(s.ID); ok && s.Task == task {
+					w.Write([]byte("go\r"))
+					return
+				}
+			}
+		}
+	}()
+}
+
 const shippingGo = "package pricing\n\n// FreeShippingThreshold is the order total above which shipping is free.\nconst FreeShippingThreshold = 50\n"
 
 // TestSeedScenarioRejectRetryAccept is the seeds' scenario: two tasks change the same
@@ -38,12 +68,13 @@ func TestSeedScenarioRejectRetryAccept(t *testing.T) {
 	f := newFixture(t)
 	f.addFiles(map[string]string{"pricing/shipping.go": shippingGo, "docs/notes.md": "notes\n"})
 	sv := f.supervisor(supervisor.Admission{MaxRunning: 2})
-	first := agentTask("raise", "threshold.sh", "THRESHOLD=60", "AGENT_SLEEP=0.3")
-	second := agentTask("lower", "threshold.sh", "THRESHOLD=40", "EXTRA=1", "AGENT_SLEEP=1.5")
+	first := agentTask("raise", "threshold.sh", "THRESHOLD=60")
+	second := agentTask("lower", "threshold.sh", "THRESHOLD=40", "EXTRA=1", "AGENT_WAIT=1")
 	second.Retries = 1
 	if err := sv.AddTasks(first, second); err != nil {
 		t.Fatal(err)
 	}
+	f.releaseAfter(sv, "lower", "raise")
 	if !runToEnd(t, sv, 90*time.Second) {
 		t.Fatalf("not all done: %+v", sv.State().Tasks)
 	}
@@ -103,10 +134,11 @@ func TestRejectedWithoutRetriesGoesToInbox(t *testing.T) {
 	f := newFixture(t)
 	f.addFiles(map[string]string{"pricing/shipping.go": shippingGo, "docs/notes.md": "notes\n"})
 	sv := f.supervisor(supervisor.Admission{MaxRunning: 2})
-	if err := sv.AddTasks(agentTask("raise", "threshold.sh", "THRESHOLD=60", "AGENT_SLEEP=0.3"),
-		agentTask("lower", "threshold.sh", "THRESHOLD=40", "AGENT_SLEEP=1.5")); err != nil {
+	if err := sv.AddTasks(agentTask("raise", "threshold.sh", "THRESHOLD=60"),
+		agentTask("lower", "threshold.sh", "THRESHOLD=40", "AGENT_WAIT=1")); err != nil {
 		t.Fatal(err)
 	}
+	f.releaseAfter(sv, "lower", "raise")
 	runToEnd(t, sv, 90*time.Second)
 	f.store.View(func(r supervisor.Reader) error {
 		tk, _ := r.Task("lower")
