@@ -496,7 +496,8 @@ func TestSessionBadInputLeavesNothing(t *testing.T) {
 func TestSessionDestroyKeepsLayerOnRequest(t *testing.T) {
 	repo, snap := sessionFixture(t)
 	s, err := StartSession(SessionConfig{ID: fmt.Sprintf("keep-%d", os.Getpid()), Repo: repo, Snapshot: snap,
-		Command: []string{"/bin/sh", "-c", "echo work > result.txt; sleep 30"}})
+		// Written aside and renamed: the test waits for the name, and must not find it empty.
+		Command: []string{"/bin/sh", "-c", "echo work > result.tmp && mv result.tmp result.txt; sleep 30"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -376,6 +376,17 @@ func (f *fixture) waitEvent(t *testing.T, kind, task string) supervisor.Event {
 	return found
 }
 
+// layerHas reports whether a live session's private layer holds file with exactly
+// want (a file just created may still be empty).
+func layerHas(sv *supervisor.Supervisor, file, want string) bool {
+	for _, s := range sv.State().Sessions {
+		if data, err := os.ReadFile(filepath.Join(s.Layer, file)); err == nil && string(data) == want {
+			return true
+		}
+	}
+	return false
+}
+
 // publishNowLands publishes the persistent preview task's work while it runs, waits
 // for the publish, and checks what it put on the head and that the session goes on.
 func (f *fixture) publishNowLands(t *testing.T, sv *supervisor.Supervisor, notes string) {
@@ -406,14 +417,7 @@ func TestPersistentPublishesOnRequest(t *testing.T) {
 	if err := sv.AddTasks(preview); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the draft", func() bool {
-		for _, s := range sv.State().Sessions {
-			if _, err := os.Stat(filepath.Join(s.Layer, "notes.txt")); err == nil {
-				return true
-			}
-		}
-		return false
-	})
+	waitFor(t, "the draft", func() bool { return layerHas(sv, "notes.txt", "draft\n") })
 	f.publishNowLands(t, sv, "draft")
 	if err := sv.PublishNow("nope"); err == nil {
 		t.Errorf("publishing an unknown task did not fail")
@@ -433,15 +437,7 @@ func TestPersistentPublishNowPassesAcceptCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, sv)
-	layerHas := func(want string) bool {
-		for _, s := range sv.State().Sessions {
-			if data, err := os.ReadFile(filepath.Join(s.Layer, "notes.txt")); err == nil && string(data) == want+"\n" {
-				return true
-			}
-		}
-		return false
-	}
-	waitFor(t, "the draft", func() bool { return layerHas("draft") })
+	waitFor(t, "the draft", func() bool { return layerHas(sv, "notes.txt", "draft\n") })
 	if err := sv.PublishNow("preview"); err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +457,7 @@ func TestPersistentPublishNowPassesAcceptCheck(t *testing.T) {
 		t.Fatal("no input to the session")
 	}
 	w.Write([]byte("go\r"))
-	waitFor(t, "the fix", func() bool { return layerHas("final") })
+	waitFor(t, "the fix", func() bool { return layerHas(sv, "notes.txt", "final\n") })
 	f.publishNowLands(t, sv, "final")
 }
 
