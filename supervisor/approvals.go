@@ -169,9 +169,7 @@ func (s *Supervisor) applyApproval(t *Task, p Publish, ref string, res PublishRe
 		res = PublishResult{Outcome: OutcomeRejected, Message: err.Error()}
 	}
 	p.Outcome, p.Head, p.NewHead, p.Message = res.Outcome, res.Head, res.NewHead, "approved; "+res.Message
-	if res.NewHead != "" {
-		s.fleet.Head = res.NewHead
-	}
+	s.advanceHead(res)
 	approved := Event{Kind: EvPublishApproved, Task: t.ID, Session: p.Session, Data: jsonData(map[string]any{
 		"publish": p.ID, "outcome": res.Outcome, "new_head": res.NewHead})}
 	switch res.Outcome {

@@ -167,6 +167,7 @@ func (h *History) index() {
 			h.escalated[h.facts[i].publish] = h.facts[i].message
 		}
 	}
+	h.heads = headOrder(h.Fleet.Base, h.Publishes, h.heads)
 	// A publish shows from its outcome's event on: its record's time is stamped a
 	// moment before that commits.
 	outcomeAt := map[int64]int64{}
@@ -229,8 +230,8 @@ func parseFacts(data json.RawMessage) eventFacts {
 func (h *History) apply(st *foldState, i int) {
 	e, f := h.Events[i], h.facts[i]
 	st.next = i + 1
-	if f.newHead != "" {
-		st.head = f.newHead
+	if f.newHead != "" && h.heads[f.newHead] >= h.heads[st.head] {
+		st.head = f.newHead // never back to a head that landed before it (see headOrder)
 	}
 	if e.Session != "" {
 		switch e.Kind {
@@ -327,4 +328,35 @@ func (h *History) foldAt(t time.Time) foldState {
 		h.apply(&st, i)
 	}
 	return st
+}
+
+// headOrder numbers the heads a run moved through in the order they landed, 0 for
+// its base: the chain of its publish records, each from the head it landed on to the
+// one it made. Outcomes can be recorded out of landing order (an approval recorded
+// while a publish's outcome was on its way), so the order events first name the heads
+// in (byEvent) is kept only when the records do not make one chain covering them all.
+func headOrder(base string, pubs []Publish, byEvent map[string]int) map[string]int {
+	next := map[string]string{}
+	for _, p := range pubs {
+		if p.NewHead == "" || p.Head == "" || p.NewHead == p.Head {
+			continue
+		}
+		if prev, ok := next[p.Head]; ok && prev != p.NewHead {
+			return byEvent // two publishes on one head: not a chain
+		}
+		next[p.Head] = p.NewHead
+	}
+	chain := map[string]int{base: 0}
+	for cur, ok := next[base]; ok; cur, ok = next[cur] {
+		if _, seen := chain[cur]; seen {
+			return byEvent
+		}
+		chain[cur] = len(chain)
+	}
+	for head := range byEvent {
+		if _, ok := chain[head]; !ok {
+			return byEvent
+		}
+	}
+	return chain
 }

@@ -119,7 +119,7 @@ func (s *Supervisor) revertCulprit(run LaneRun, culprit Publish, t *Task, report
 		s.laneHold(run, culprit, t, "the revert did not land: "+why)
 		return
 	}
-	s.fleet.Head = res.NewHead
+	s.advanceHead(res)
 	p := Publish{Task: t.ID, Session: culprit.Session, Outcome: res.Outcome, Base: culprit.NewHead, Head: res.Head,
 		NewHead: res.NewHead, Paths: culprit.Paths, Message: fmt.Sprintf("revert of publish %d (lane run %d red)", culprit.ID, run.ID), Time: s.now()}
 	if err := s.writeFailure(t.ID, report); err != nil {

@@ -317,9 +317,7 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 	for _, c := range req.Changes {
 		p.Paths = append(p.Paths, c.Path)
 	}
-	if res.NewHead != "" {
-		s.fleet.Head = res.NewHead
-	}
+	s.advanceHead(res)
 	if final {
 		// The publisher has read the layer; what it kept is on the head or in the record.
 		keep := res.Outcome == OutcomeRejected || res.Outcome == OutcomeEscalated
@@ -360,6 +358,22 @@ func (s *Supervisor) onPublished(ls *liveSession, code int, final bool, req Publ
 		s.saveTask(t, Event{Kind: EvTaskDone, Task: t.ID, Session: ls.rec.ID})
 	}
 	s.kick()
+}
+
+// advanceHead records the head a publish moved. Publishes land one at a time, but
+// their outcomes can reach the loop out of order (an approval lands on the loop while
+// a publish's outcome is still on its way), so a head already behind the recorded one
+// is not taken back to.
+func (s *Supervisor) advanceHead(res PublishResult) {
+	if res.NewHead == "" || res.NewHead == s.fleet.Head {
+		return
+	}
+	if res.Head != s.fleet.Head && s.fleet.Head != "" {
+		if _, err := s.repo.Git("merge-base", "--is-ancestor", res.NewHead, s.fleet.Head); err == nil {
+			return // landed before the recorded head, which already contains it
+		}
+	}
+	s.fleet.Head = res.NewHead
 }
 
 // recordPublish stores a publish with its conflicts, the task and the fleet's head,
