@@ -3,6 +3,7 @@ package supervisor_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -119,6 +120,20 @@ func (f *gwFixture) calls(session string) []supervisor.ModelCall {
 		return err
 	})
 	return cs
+}
+
+// resetFinishes moves the clock past the quota window and waits for task, paused by
+// the quota, to resume and land all its model calls' answers.
+func (f *gwFixture) resetFinishes(t *testing.T, sv *supervisor.Supervisor, task string, calls int) {
+	t.Helper()
+	f.clock.advance(time.Hour + time.Second)
+	waitState(t, sv, task+" done after the reset", func(st supervisor.FleetState) bool {
+		return taskState(st, task).State == supervisor.TaskDone
+	})
+	got := git(t, f.repo.WorkTree, "show", "corral/head:work/"+task+"/result.txt")
+	if !strings.Contains(got, fmt.Sprintf("calls=%d", calls)) {
+		t.Errorf("%s lost work:\n%s", task, got)
+	}
 }
 
 func reasonOf(e supervisor.Event) string {
@@ -319,13 +334,7 @@ func TestQuotaHardHoldsTheNextRequestAtOnce(t *testing.T) {
 	if n := len(f.calls("")); n != 3 {
 		t.Errorf("%d calls went out before the pause; want the 3 that reach the threshold", n)
 	}
-	f.clock.advance(time.Hour + time.Second)
-	waitState(t, sv, "eager done", func(st supervisor.FleetState) bool {
-		return taskState(st, "eager").State == supervisor.TaskDone
-	})
-	if got := git(t, f.repo.WorkTree, "show", "corral/head:work/eager/result.txt"); !strings.Contains(got, "calls=5") {
-		t.Errorf("eager lost work:\n%s", got)
-	}
+	f.resetFinishes(t, sv, "eager", 5)
 }
 
 // The lane's test sandboxes reach the network as sessions do: through the gateway's
@@ -431,13 +440,7 @@ func TestQuotaFromProbe(t *testing.T) {
 		t.Error("no quota.sampled events")
 	}
 	os.WriteFile(util, []byte("0.05\n"), 0o644)
-	f.clock.advance(time.Hour + time.Second)
-	waitState(t, sv, "the task done after the reset", func(st supervisor.FleetState) bool {
-		return taskState(st, "long").State == supervisor.TaskDone
-	})
-	if got := git(t, f.repo.WorkTree, "show", "corral/head:work/long/result.txt"); !strings.Contains(got, "calls=8") {
-		t.Errorf("result:\n%s", got)
-	}
+	f.resetFinishes(t, sv, "long", 8)
 }
 
 // When the primary's window is exhausted, the user moves the fleet to the fallback
