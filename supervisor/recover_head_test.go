@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,14 +25,7 @@ import (
 // agrees with the head, the task is done (not interrupted), and its layer is gone.
 func TestCrashAfterHeadMoveIsRecorded(t *testing.T) {
 	f := newFixture(t)
-	self, _ := os.Executable()
-	cmd := exec.Command(self, "-test.run=^TestCrashAfterHeadMoveHelper$")
-	cmd.Env = append(os.Environ(), "CORRAL_CRASH_SV_REPO="+f.repo.WorkTree)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
-		t.Fatalf("helper did not die right after the head moved: %v\n%s", err, out)
-	}
+	crashLanding(t, f)
 	head := git(t, f.repo.WorkTree, "rev-parse", "corral/head")
 	var before supervisor.Fleet
 	f.store.View(func(r supervisor.Reader) error { before, _ = r.Fleet(); return nil })
@@ -81,6 +75,82 @@ func TestCrashAfterHeadMoveIsRecorded(t *testing.T) {
 	f.store.View(func(r supervisor.Reader) error { pubs, _ = r.Publishes(); return nil })
 	if len(pubs) != 1 {
 		t.Errorf("a second recovery recorded the publish again: %d publishes", len(pubs))
+	}
+}
+
+// A publish's outcome can be recorded after a later one's (an approval lands on the
+// loop while the publish's outcome is on its way). If the supervisor dies in between,
+// the recorded head is already past the unrecorded commit; recovery looks a few
+// publishes back from it and records that one too.
+func TestLateOutcomeLostInACrashIsRecorded(t *testing.T) {
+	f := newFixture(t)
+	crashLanding(t, f)
+	landed := git(t, f.repo.WorkTree, "rev-parse", "corral/head")
+	// Another publish lands on it and is recorded, with the head, before the first.
+	// Between them, a commit of a session this store never had (as on a head reused
+	// from an earlier run of the fleet): looking back must not adopt it.
+	tree := git(t, f.repo.WorkTree, "rev-parse", landed+"^{tree}")
+	ghost := git(t, f.repo.WorkTree, "commit-tree", tree, "-p", landed, "-m",
+		"ghost: earlier run\n\nCorral-Task: ghost\nCorral-Session: ghost-1\nCorral-Base: "+landed+"\nCorral-Outcome: accepted")
+	later := git(t, f.repo.WorkTree, "commit-tree", tree, "-p", ghost, "-m",
+		"other: later\n\nCorral-Task: other\nCorral-Session: other-1\nCorral-Base: "+ghost+"\nCorral-Outcome: accepted")
+	git(t, f.repo.WorkTree, "update-ref", "refs/heads/corral/head", later, landed)
+	if _, err := f.store.Update(func(tx supervisor.Tx) error {
+		if err := tx.PutTask(supervisor.Task{ID: "other", Prompt: "other", Lifetime: supervisor.OneShot,
+			State: supervisor.TaskDone, Attempts: 1, Created: time.Now()}); err != nil {
+			return err
+		}
+		if err := tx.PutSession(supervisor.Session{ID: "other-1", Task: "other", Attempt: 1, Base: ghost,
+			State: supervisor.SessionPublished, Started: time.Now(), Ended: time.Now()}); err != nil {
+			return err
+		}
+		if _, err := tx.AddPublish(supervisor.Publish{Task: "other", Session: "other-1", Outcome: supervisor.OutcomeAccepted,
+			Head: ghost, NewHead: later, Time: time.Now()}); err != nil {
+			return err
+		}
+		fl, err := tx.Fleet()
+		if err != nil {
+			return err
+		}
+		fl.Head = later
+		return tx.PutFleet(fl)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	f.supervisor(supervisor.Admission{MaxRunning: 1})
+	var pubs []supervisor.Publish
+	var task supervisor.Task
+	var fl supervisor.Fleet
+	f.store.View(func(r supervisor.Reader) error {
+		pubs, _ = r.Publishes()
+		task, _ = r.Task("land")
+		fl, _ = r.Fleet()
+		return nil
+	})
+	var got []string
+	for _, p := range pubs {
+		got = append(got, fmt.Sprintf("%s@%.7s", p.Session, p.NewHead))
+	}
+	if want := []string{"other-1@" + later[:7], "land-1@" + landed[:7]}; !reflect.DeepEqual(got, want) {
+		t.Errorf("publishes after recovery %v, want %v", got, want)
+	}
+	if task.State != supervisor.TaskDone || fl.Head != later {
+		t.Errorf("task land %s, recorded head %.7s; want done at %.7s", task.State, fl.Head, later)
+	}
+}
+
+// crashLanding runs the crash helper: a supervisor that dies right after its publish
+// has moved the head, before recording it.
+func crashLanding(t *testing.T, f *fixture) {
+	t.Helper()
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "-test.run=^TestCrashAfterHeadMoveHelper$")
+	cmd.Env = append(os.Environ(), "CORRAL_CRASH_SV_REPO="+f.repo.WorkTree)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("helper did not die right after the head moved: %v\n%s", err, out)
 	}
 }
 
