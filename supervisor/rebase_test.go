@@ -135,13 +135,13 @@ func TestRebaseLiveSessions(t *testing.T) {
 	go func() { done <- sv.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	// First run: edit and build; a rerun (after a rebase) only records that it ran
-	// and what it was told about conflicts.
+	// First run: edit and build; a rerun (after a rebase) only records what it was
+	// told about conflicts and that it ran (last: the test waits for that line).
 	agent := `mkdir -p build; if [ ! -f build/runs ]; then
 	sed -i 's/^1$/1 live/' lib/a.txt; sed -i 's/= 50/= 70/' pricing/shipping.go; echo mine > new-$CORRAL_TASK.txt
 	echo obj > build/cache.o; fi
-	echo "run base=$CORRAL_BASE conflict=$CORRAL_CONFLICT" >> build/runs
-	[ -n "$CORRAL_CONFLICT" ] && cp "$CORRAL_CONFLICT" build/conflict.json; sleep 60`
+	[ -n "$CORRAL_CONFLICT" ] && cp "$CORRAL_CONFLICT" build/conflict.json
+	echo "run base=$CORRAL_BASE conflict=$CORRAL_CONFLICT" >> build/runs; sleep 60`
 	live := supervisor.Task{ID: "live", Prompt: "serve", Lifetime: supervisor.Persistent, Agent: agent}
 	slow := supervisor.Task{ID: "slow", Prompt: "slow", Lifetime: supervisor.OneShot,
 		Agent: "echo slow > slow.txt; mkdir -p build; echo run >> build/runs; sleep 60"}
