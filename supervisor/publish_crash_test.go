@@ -30,7 +30,10 @@ func TestPublishCrashLeavesHeadBeforeOrAfter(t *testing.T) {
 	next := 0 // publishes are numbered across kills, so the head's history is checkable
 	for kill := 0; kill < 12; kill++ {
 		cmd := exec.Command(self, "-test.run=^TestPublishCrashHelper$")
-		cmd.Env = append(os.Environ(), "CORRAL_CRASH_REPO="+r.dir, fmt.Sprintf("CORRAL_CRASH_FROM=%d", next))
+		// The helper is killed, so its own TempDir would never be removed: it writes
+		// into one of ours.
+		cmd.Env = append(os.Environ(), "CORRAL_CRASH_REPO="+r.dir, fmt.Sprintf("CORRAL_CRASH_FROM=%d", next),
+			"CORRAL_CRASH_LAYER="+t.TempDir())
 		out, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -97,7 +100,7 @@ func TestPublishCrashHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := &supervisor.GitPublisher{Repo: repo, HeadRef: "corral/head"}
-	layer := t.TempDir()
+	layer := os.Getenv("CORRAL_CRASH_LAYER")
 	for n := from; n < from+1000; n++ {
 		var cs sandbox.Changeset
 		for k := 0; k < 10; k++ {
