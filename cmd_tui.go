@@ -105,9 +105,10 @@ type tuiBackend struct {
 	diffs     map[int64][]string // escalated publish → its held diff
 	layers    map[string]layerSize
 	// The ended session the session pane shows, its recording open.
-	castMu sync.Mutex
-	castID string
-	cast   *sandbox.Cast
+	castMu    sync.Mutex
+	castID    string
+	castTried time.Time
+	cast      *sandbox.Cast
 }
 
 // layerSize is a session's private layer's disk usage, re-measured every few seconds:
@@ -244,7 +245,10 @@ func (b *tuiBackend) Output(session string) (tui.Output, bool) {
 	}
 	b.castMu.Lock()
 	defer b.castMu.Unlock()
-	if b.castID != session || b.cast == nil { // a recording not there yet is looked for again
+	// The pane asks every frame: a recording not there yet is looked for again, but at
+	// most once a second, not with a store read and a file open per frame.
+	if b.castID != session || (b.cast == nil && time.Since(b.castTried) >= time.Second) {
+		b.castTried = time.Now()
 		if b.cast != nil {
 			b.cast.Close() // one ended session is shown at a time
 		}
