@@ -12,3 +12,8 @@ func SlowLoop(t testing.TB, d time.Duration) {
 	testHookDrain = func() { time.Sleep(d) }
 	t.Cleanup(func() { testHookDrain = nil })
 }
+
+// AdvanceHead applies a publish outcome's head move as the loop does.
+func (s *Supervisor) AdvanceHead(res PublishResult) {
+	s.call(func() { s.advanceHead(res) })
+}

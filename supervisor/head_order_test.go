@@ -1,13 +1,6 @@
 package supervisor
 
-import (
-	"os"
-	"os/exec"
-	"strings"
-	"testing"
-
-	"corral/sandbox"
-)
+import "testing"
 
 // Outcomes can be recorded out of landing order: here tests' approval (h2→h3) was
 // recorded before pricing's publish (h1→h2), whose outcome was still on its way. The
@@ -38,48 +31,5 @@ func TestHeadOrderIsLandingOrder(t *testing.T) {
 	}
 	if got := h.At(at(2.5)).State.Fleet.Head; got != "h3" {
 		t.Errorf("head after the approval = %s, want h3", got)
-	}
-}
-
-// The supervisor's recorded head follows landing order too: an outcome that arrives
-// after a later head was recorded does not take the head back.
-func TestAdvanceHeadNeverGoesBack(t *testing.T) {
-	dir := t.TempDir()
-	git := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	git("init", "-q", "-b", "main")
-	var c []string
-	for i := range 4 {
-		git("commit", "-q", "--allow-empty", "-m", "c"+string(rune('0'+i)))
-		c = append(c, git("rev-parse", "HEAD"))
-	}
-	repo, err := sandbox.OpenRepo(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Supervisor{repo: repo, fleet: Fleet{Head: c[0]}}
-	s.advanceHead(PublishResult{Head: c[1], NewHead: c[2]}) // landed second, arrives first
-	if s.fleet.Head != c[2] {
-		t.Fatalf("head %.7s, want %.7s", s.fleet.Head, c[2])
-	}
-	s.advanceHead(PublishResult{Head: c[0], NewHead: c[1]}) // landed first, arrives late
-	if s.fleet.Head != c[2] {
-		t.Errorf("a late outcome took the head back to %.7s", s.fleet.Head)
-	}
-	s.advanceHead(PublishResult{Head: c[2], NewHead: c[3]})
-	if s.fleet.Head != c[3] {
-		t.Errorf("head %.7s, want %.7s", s.fleet.Head, c[3])
-	}
-	s.advanceHead(PublishResult{Outcome: OutcomeRejected})
-	if s.fleet.Head != c[3] {
-		t.Errorf("a rejection moved the head to %q", s.fleet.Head)
 	}
 }

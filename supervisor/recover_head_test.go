@@ -78,6 +78,30 @@ func TestCrashAfterHeadMoveIsRecorded(t *testing.T) {
 	}
 }
 
+// The supervisor's recorded head follows landing order: an outcome that arrives
+// after a later head was recorded does not take the head back.
+func TestAdvanceHeadNeverGoesBack(t *testing.T) {
+	f := newFixture(t)
+	sv := f.supervisor(supervisor.Admission{MaxRunning: 1})
+	c := []string{sv.Fleet().Head}
+	for i := range 3 {
+		git(t, f.repo.WorkTree, "commit", "-q", "--allow-empty", "-m", fmt.Sprint("c", i+1))
+		c = append(c, git(t, f.repo.WorkTree, "rev-parse", "HEAD"))
+	}
+	git(t, f.repo.WorkTree, "merge-base", "--is-ancestor", c[0], c[1]) // one line of history
+	step := func(res supervisor.PublishResult, want string, why string) {
+		t.Helper()
+		sv.AdvanceHead(res)
+		if got := sv.Fleet().Head; got != want {
+			t.Errorf("%s: head %.7s, want %.7s", why, got, want)
+		}
+	}
+	step(supervisor.PublishResult{Head: c[1], NewHead: c[2]}, c[2], "landed second, arrives first")
+	step(supervisor.PublishResult{Head: c[0], NewHead: c[1]}, c[2], "landed first, arrives late")
+	step(supervisor.PublishResult{Head: c[2], NewHead: c[3]}, c[3], "in order")
+	step(supervisor.PublishResult{Outcome: supervisor.OutcomeRejected}, c[3], "a rejection")
+}
+
 // A publish's outcome can be recorded after a later one's (an approval lands on the
 // loop while the publish's outcome is on its way). If the supervisor dies in between,
 // the recorded head is already past the unrecorded commit; recovery looks a few
